@@ -73,7 +73,8 @@ class ElementwiseMixin:
         cond, a, b = cond._broadcast_to(shape), a._broadcast_to(shape), b._broadcast_to(shape)
         out = a._alloc(shape, a.dtype)
         mshape, (sc, sa, sb) = merge_dims(shape, cond._strides, a._strides, b._strides)
-        assert lib.where(a.dtype.itemsize, out._ptr(), ffi.cast("uint8_t *", cond._ptr()), a._ptr(), b._ptr(), len(mshape),
+        cond_ptr = ffi.cast("uint8_t *", cond._ptr())
+        assert lib.where(a.dtype.itemsize, out._ptr(), cond_ptr, a._ptr(), b._ptr(), len(mshape),
                          int64s(mshape), int64s(sc), int64s(sa), int64s(sb)) == 0
         return out
 

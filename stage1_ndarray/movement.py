@@ -174,7 +174,7 @@ class MovementMixin:
             raise ValueError("cat: zero-dimensional tensors cannot be concatenated")
         d = normalize_axis("cat", dim, first.ndim, first.shape)
         for t in tensors[1:]:
-            if t.ndim != first.ndim or any(a != b for k, (a, b) in enumerate(zip(t.shape, first.shape))
+            if t.ndim != first.ndim or any(a != b for k, (a, b) in enumerate(zip(t.shape, first.shape, strict=True))
                                            if k != d):
                 raise ValueError(f"cat: shapes {first.shape} and {t.shape} must match except in dim {d}")
         dtype = first.dtype
