@@ -72,6 +72,7 @@ def bench(session: nox.Session) -> None:
     install(session, "test")
     session.run("pytest", "benchmarks", "--benchmark-only", "--benchmark-json",
                 "benchmarks/results/kernels.json", *session.posargs)
+    session.run("python", "-m", "benchmarks.report", "benchmarks/results/kernels.json")
 
 
 @nox.session(default=False, venv_backend="none")
