@@ -99,7 +99,16 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin):
         out = cls.__new__(cls)
         out.device, out.requires_grad, out.grad = base.device, None, None
         out._set(base._buf, tuple(shape), tuple(strides), offset, base.dtype)
+        assert out._in_bounds(), f"view {shape} {strides} +{offset} steps outside its buffer"
         return out
+
+    def _in_bounds(self) -> bool:
+        """Every element a view can reach lies inside its buffer (kernels trust this)."""
+        if prod(self.shape) == 0:
+            return True
+        lo = self._offset + sum((n - 1) * s for n, s in zip(self.shape, self._strides, strict=True) if s < 0)
+        hi = self._offset + sum((n - 1) * s for n, s in zip(self.shape, self._strides, strict=True) if s > 0)
+        return 0 <= lo and hi < max(self._buf.nbytes // self.dtype.itemsize, 1)
 
     @classmethod
     def _alloc(cls, shape: Shape, dtype: DType) -> Tensor:
