@@ -96,6 +96,8 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin):
     @classmethod
     def _view(cls, base: Tensor, shape: Shape, strides: Shape, offset: int) -> Tensor:
         """A tensor sharing base's memory. Callers keep every element inside the buffer."""
+        if len(shape) > MAX_DIMS:
+            raise ValueError(f"view: at most {MAX_DIMS} dims are supported, got shape {tuple(shape)}")
         out = cls.__new__(cls)
         out.device, out.requires_grad, out.grad = base.device, None, None
         out._set(base._buf, tuple(shape), tuple(strides), offset, base.dtype)
