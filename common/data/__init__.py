@@ -1,0 +1,23 @@
+"""Data loaders: real data sets that install with packages, split by a seed, cached as .npz.
+
+Every loader returns a :class:`Split` of numpy arrays (or text for ``load_vader_movie``).
+"""
+
+from .digits import load_digits8x8, load_mnist5k
+from .files import cache_dir
+from .regression import load_diabetes, load_housing
+from .sentiment import load_vader_bow, load_vader_movie
+from .split import Split, make_split, split_indices
+
+__all__ = [
+    "Split",
+    "cache_dir",
+    "load_diabetes",
+    "load_digits8x8",
+    "load_housing",
+    "load_mnist5k",
+    "load_vader_bow",
+    "load_vader_movie",
+    "make_split",
+    "split_indices",
+]

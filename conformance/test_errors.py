@@ -1,0 +1,222 @@
+"""The error contract (DESIGN rule 4, docs/api-contract.md "Errors").
+
+Each class of bad input raises the named exception, and the message names the op and the
+shapes (or the dtype / device) involved:
+- ValueError: shapes and values (broadcasting, matmul inner dims, reshape size and two -1s,
+  cat/stack of mismatched shapes, expand, pad, shrink, split, conv2d channels, a singular solve);
+- IndexError: out-of-range int indices, axes and integer-index-tensor values;
+- TypeError: unsupported dtypes (numpy uint8 / complex / float16 input, casts to them), a float
+  tensor used as an index, `-` on bool, bitwise ops on floats;
+- RuntimeError: a device the stage does not have.
+test_bad_inputs_never_crash feeds all of them, and more, to a child interpreter and checks it
+exits normally (a segfault in a kernel would kill it).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+
+def shape(*dims: int) -> str:
+    """A regex for a shape as the message may print it: (2, 3) or [2, 3]."""
+    t = tuple(dims)
+    return re.escape(str(t)) + "|" + re.escape(str(list(t)))
+
+
+@dataclass(frozen=True)
+class Bad:
+    id: str
+    fn: Callable  # fn(T, stage) must raise
+    exc: type[Exception]
+    op: str  # regex the message must match (case-insensitive): the op's name
+    detail: str  # regex the message must also match: a shape, a dtype or a device
+    needs: tuple[str, ...] = ()
+
+
+def _ones(T, *s):
+    return T.ones(*s)
+
+
+def _index(T, values):
+    return T(np.array(values, dtype=np.int64))
+
+
+def _other_device(stage) -> str:
+    return "TPU" if "CUDA" in stage.devices else "cuda"
+
+
+ERRORS = [
+    # ValueError: shapes and values
+    Bad("add-broadcast", lambda T, s: _ones(T, 2, 3) + _ones(T, 4), ValueError, r"add|\+|broadcast", shape(2, 3)),
+    Bad("mul-broadcast", lambda T, s: _ones(T, 3, 4) * _ones(T, 3), ValueError, r"mul|\*|broadcast", shape(3, 4)),
+    Bad("where-broadcast", lambda T, s: (_ones(T, 2, 3) > 0).where(_ones(T, 3, 2), 0.0), ValueError,
+        r"where|broadcast", shape(3, 2)),
+    Bad("matmul-inner", lambda T, s: _ones(T, 2, 3) @ _ones(T, 4, 5), ValueError, "matmul", shape(2, 3)),
+    Bad("matmul-batch", lambda T, s: _ones(T, 2, 3, 4).matmul(_ones(T, 3, 4, 5)), ValueError, r"matmul|broadcast",
+        shape(2, 3, 4)),
+    Bad("matmul-0d", lambda T, s: _ones(T) @ _ones(T, 3), ValueError, "matmul", shape()),
+    Bad("reshape-size", lambda T, s: _ones(T, 2, 3).reshape(4, 2), ValueError, "reshape", shape(2, 3)),
+    Bad("reshape-two-minus-one", lambda T, s: _ones(T, 2, 3).reshape(-1, -1), ValueError, "reshape",
+        shape(-1, -1) + "|" + shape(2, 3)),
+    Bad("reshape-minus-one-indivisible", lambda T, s: _ones(T, 2, 3).reshape(4, -1), ValueError, "reshape",
+        shape(2, 3)),
+    Bad("cat-shapes", lambda T, s: _ones(T, 2, 3).cat(_ones(T, 2, 4), dim=0), ValueError, "cat", shape(2, 4)),
+    Bad("cat-ndim", lambda T, s: _ones(T, 2, 3).cat(_ones(T, 3), dim=0), ValueError, "cat", shape(3)),
+    Bad("stack-shapes", lambda T, s: _ones(T, 2, 3).stack(_ones(T, 3, 2)), ValueError, "stack", shape(3, 2)),
+    Bad("expand", lambda T, s: _ones(T, 2, 3).expand(4, 3), ValueError, "expand", shape(2, 3)),
+    Bad("pad-arity", lambda T, s: _ones(T, 2, 3).pad(((1, 1),)), ValueError, "pad", shape(2, 3)),
+    Bad("shrink-bounds", lambda T, s: _ones(T, 2, 3).shrink(((0, 5), (0, 3))), ValueError, "shrink", shape(2, 3)),
+    Bad("split-sizes", lambda T, s: _ones(T, 6).split([2, 2]), ValueError, "split", shape(6)),
+    Bad("unflatten-sizes", lambda T, s: _ones(T, 2, 6).unflatten(1, (4, 2)), ValueError, r"unflatten|reshape",
+        shape(2, 6)),
+    Bad("conv2d-channels", lambda T, s: _ones(T, 1, 3, 5, 5).conv2d(_ones(T, 2, 4, 3, 3)), ValueError, "conv2d",
+        shape(1, 3, 5, 5) + "|" + shape(2, 4, 3, 3), needs=("conv2d",)),
+    Bad("conv2d-kernel-too-big", lambda T, s: _ones(T, 1, 1, 3, 3).conv2d(_ones(T, 1, 1, 5, 5)), ValueError,
+        "conv2d", shape(1, 1, 3, 3), needs=("conv2d",)),
+    Bad("max_pool2d-kernel-too-big", lambda T, s: _ones(T, 1, 1, 3, 3).max_pool2d(kernel_size=5), ValueError,
+        "max_pool2d", shape(1, 1, 3, 3), needs=("max_pool2d",)),
+    Bad("linear-inner", lambda T, s: _ones(T, 2, 3).linear(_ones(T, 4, 5)), ValueError, r"linear|matmul",
+        shape(2, 3), needs=("linear",)),
+    Bad("solve-singular", lambda T, s: T.zeros(3, 3).solve(_ones(T, 3)), ValueError, "solve|singular",
+        r"singular|" + shape(3, 3), needs=("solve",)),
+    Bad("solve-not-square", lambda T, s: _ones(T, 2, 3).solve(_ones(T, 2)), ValueError, "solve", shape(2, 3),
+        needs=("solve",)),
+    Bad("max-empty", lambda T, s: T.ones(2, 0).max(axis=1), ValueError, "max", shape(2, 0)),
+    Bad("item-numel", lambda T, s: _ones(T, 2).item(), ValueError, "item", shape(2)),
+    Bad("ragged-list", lambda T, s: T([[1, 2], [3]]), ValueError, "Tensor", r"ragged|rectangular|inhomogeneous"),
+    # IndexError: indices and axes
+    Bad("int-index", lambda T, s: _ones(T, 3)[3], IndexError, r"getitem|index", shape(3)),
+    Bad("int-index-negative", lambda T, s: _ones(T, 3, 4)[-4], IndexError, r"getitem|index", shape(3, 4)),
+    Bad("int-index-inner", lambda T, s: _ones(T, 3, 4)[0, 4], IndexError, r"getitem|index", shape(3, 4)),
+    Bad("too-many-indices", lambda T, s: _ones(T, 3)[0, 0], IndexError, r"getitem|index", shape(3)),
+    Bad("index-tensor", lambda T, s: _ones(T, 3)[_index(T, [0, 3])], IndexError, r"getitem|index|gather", shape(3)),
+    Bad("index-tensor-negative", lambda T, s: _ones(T, 3, 2)[_index(T, [-4])], IndexError,
+        r"getitem|index|gather", shape(3, 2)),
+    Bad("index-list", lambda T, s: _ones(T, 3)[[1, 5]], IndexError, r"getitem|index|gather", shape(3)),
+    Bad("cross_entropy-label", lambda T, s: _ones(T, 3, 2).cross_entropy(_index(T, [0, 5, 1])), IndexError,
+        "cross_entropy", shape(3, 2) + "|" + shape(3) + "|5", needs=("cross_entropy",)),
+    Bad("sparse_categorical_crossentropy-label",
+        lambda T, s: _ones(T, 3, 2).sparse_categorical_crossentropy(_index(T, [0, -3, 1])), IndexError,
+        "sparse_categorical_crossentropy", shape(3, 2) + "|" + shape(3) + "|-3",
+        needs=("sparse_categorical_crossentropy",)),
+    Bad("sum-axis", lambda T, s: _ones(T, 2, 3).sum(axis=2), IndexError, "sum", shape(2, 3)),
+    Bad("max-axis", lambda T, s: _ones(T, 2, 3).max(axis=-3), IndexError, "max", shape(2, 3)),
+    Bad("argmax-axis", lambda T, s: _ones(T, 2, 3).argmax(axis=5), IndexError, "argmax", shape(2, 3)),
+    Bad("softmax-axis", lambda T, s: _ones(T, 2, 3).softmax(2), IndexError, "softmax|max|sum", shape(2, 3)),
+    Bad("cumsum-axis", lambda T, s: _ones(T, 2, 3).cumsum(2), IndexError, "cumsum", shape(2, 3)),
+    Bad("permute-axis", lambda T, s: _ones(T, 2, 3).permute(0, 2), IndexError, "permute", shape(2, 3)),
+    Bad("transpose-axis", lambda T, s: _ones(T, 2, 3).transpose(0, 2), IndexError, r"transpose|permute",
+        shape(2, 3)),
+    Bad("squeeze-axis", lambda T, s: _ones(T, 1, 3).squeeze(3), IndexError, "squeeze", shape(1, 3)),
+    Bad("unsqueeze-axis", lambda T, s: _ones(T, 2, 3).unsqueeze(4), IndexError, "unsqueeze", shape(2, 3)),
+    Bad("flip-axis", lambda T, s: _ones(T, 2, 3).flip(2), IndexError, "flip", shape(2, 3)),
+    Bad("cat-dim", lambda T, s: _ones(T, 2, 3).cat(_ones(T, 2, 3), dim=2), IndexError, "cat", shape(2, 3)),
+    # TypeError: dtypes
+    Bad("numpy-uint8", lambda T, s: T(np.zeros(3, np.uint8)), TypeError, r"Tensor|dtype", "uint8"),
+    Bad("numpy-complex", lambda T, s: T(np.zeros(3, np.complex64)), TypeError, r"Tensor|dtype", "complex64"),
+    Bad("dtype-name", lambda T, s: T.zeros(2, dtype="complex64"), TypeError, r"zeros|dtype", "complex64"),
+    Bad("cast-uint8", lambda T, s: _ones(T, 2).cast(np.uint8), TypeError, r"cast|dtype", "uint8"),
+    Bad("float-index", lambda T, s: _ones(T, 3)[T([0.0, 1.0])], TypeError, r"getitem|index", "float32"),
+    Bad("bool-sub", lambda T, s: T([True, False]) - T([False, False]), TypeError, r"sub|-", "bool"),
+    Bad("bool-neg", lambda T, s: -T([True, False]), TypeError, r"neg|-", "bool"),
+    Bad("float-and", lambda T, s: _ones(T, 2) & _ones(T, 2), TypeError, r"and|&|bitwise|logical", "float32"),
+    Bad("float-invert", lambda T, s: ~_ones(T, 2), TypeError, r"not|invert|~|bitwise|logical", "float32"),
+    # RuntimeError: devices
+    Bad("device-create", lambda T, s: T([1.0, 2.0], device=_other_device(s)), RuntimeError, r"device|Tensor",
+        r"(?i)cuda|tpu"),
+    Bad("device-to", lambda T, s: _ones(T, 2).to(_other_device(s)), RuntimeError, r"device|to", r"(?i)cuda|tpu"),
+]
+
+PARAMS = [pytest.param(bad, id=bad.id, marks=[pytest.mark.needs(*bad.needs)]) for bad in ERRORS]
+
+
+@pytest.mark.parametrize("bad", PARAMS)
+def test_error(stage, bad):
+    with pytest.raises(bad.exc) as info:
+        bad.fn(stage.module.Tensor, stage)
+    message = str(info.value)
+    assert re.search(bad.op, message, re.IGNORECASE), f"the message {message!r} does not name the op /{bad.op}/"
+    assert re.search(bad.detail, message), f"the message {message!r} does not name /{bad.detail}/"
+
+
+# More bad inputs for the child: they must raise some Python exception, never crash.
+EXTRA = """
+lambda T: T.zeros(-1)
+lambda T: T.ones(2, 3).reshape(-2, -3)
+lambda T: T.ones(2, 3).expand(-1, -1, 3)
+lambda T: T.ones(2, 3).pad(((-5, 0), (0, 0)))
+lambda T: T.ones(2, 3).shrink(((2, 1), (0, 3)))
+lambda T: T.ones(4)[::0]
+lambda T: T.ones(4)[T(np.array([2**40], dtype=np.int64))]
+lambda T: T.ones(4)[T(np.array([-2**40], dtype=np.int64))]
+lambda T: T.ones(3, 4)[T(np.array([[0, 9]], dtype=np.int64))]
+lambda T: T.ones(2, 3).permute(0, 0)
+lambda T: T.ones(2, 3).permute(0)
+lambda T: T.ones(2, 3) @ T.ones(2, 3)
+lambda T: T.ones(2, 3).sum(axis=(0, 7))
+lambda T: T.ones(0).max()
+lambda T: T.ones(0).argmax()
+lambda T: T.ones(2, 3).split(0)
+lambda T: T.ones(2, 3).chunk(0)
+lambda T: T.ones(1, 1, 3, 3).avg_pool2d(kernel_size=(1, 4))
+lambda T: T.ones(1, 1, 3, 3).conv2d(T.ones(1, 1, 2, 2), stride=0)
+lambda T: T.ones(1, 1, 3, 3).conv2d(T.ones(1, 1, 2, 2), padding=-2)
+lambda T: T.ones(2, 4).scaled_dot_product_attention(T.ones(2, 5), T.ones(2, 4))
+lambda T: T.ones(3, 2).sparse_categorical_crossentropy(T(np.array([0, 2**40, 1], dtype=np.int64)))
+lambda T: T(np.zeros((2, 2), np.float16))
+lambda T: T(object())
+lambda T: T([1.0, "a"])
+lambda T: T.ones(*([1] * 100))
+lambda T: T.ones(2, 3).reshape(*([1] * 70), 6)
+lambda T: T.ones(3)[(None,) * 70]
+lambda T: T.ones(2).solve(T.ones(2))
+lambda T: T.eye(3).solve(T.ones(4))
+lambda T: T.ones(3).cast("int8")
+lambda T: T.full((2,), 2**40, dtype="int32")
+lambda T: T.randint(3, low=5, high=5)
+lambda T: T.linspace(0, 1, -1)
+lambda T: T.arange(0, 10, 0)
+"""
+
+CHILD = """
+import sys
+import numpy as np
+sys.path[:0] = [{root!r}]
+import importlib
+from conformance.stages import BY_NAME
+from conformance.test_errors import ERRORS, EXTRA
+stage = BY_NAME[{name!r}]
+T = stage.module.Tensor
+cases = [(b.id, (lambda b: lambda: b.fn(T, stage))(b)) for b in ERRORS]
+cases += [(src, (lambda f: lambda: f(T))(eval(src))) for src in EXTRA.strip().splitlines()]
+quiet = 0
+for name, fn in cases:
+    try:
+        fn()
+        quiet += 1
+        print("no exception:", name)
+    except Exception:
+        pass
+print(f"survived {{len(cases)}} bad inputs ({{quiet}} raised nothing)")
+"""
+
+
+def test_bad_inputs_never_crash(stage, tmp_path: Path):
+    """A crash in C (segfault, abort) would kill the child: it must exit 0 after every input."""
+    root = str(Path(__file__).resolve().parent.parent)
+    script = tmp_path / "child.py"
+    script.write_text(textwrap.dedent(CHILD.format(root=root, name=stage.name)))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONSTARTUP"}
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, f"child exited {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    assert "survived" in proc.stdout, proc.stdout
