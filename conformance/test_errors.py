@@ -85,6 +85,8 @@ ERRORS = [
         "conv2d", shape(1, 1, 3, 3), needs=("conv2d",)),
     Bad("max_pool2d-kernel-too-big", lambda T, s: _ones(T, 1, 1, 3, 3).max_pool2d(kernel_size=5), ValueError,
         "max_pool2d", shape(1, 1, 3, 3), needs=("max_pool2d",)),
+    Bad("conv2d-stride-zero", lambda T, s: _ones(T, 1, 1, 3, 3).conv2d(_ones(T, 1, 1, 2, 2), stride=0), ValueError,
+        "conv2d", r"stride", needs=("conv2d",)),
     Bad("linear-inner", lambda T, s: _ones(T, 2, 3).linear(_ones(T, 4, 5)), ValueError, r"linear|matmul",
         shape(2, 3), needs=("linear",)),
     Bad("solve-singular", lambda T, s: T.zeros(3, 3).solve(_ones(T, 3)), ValueError, "solve|singular",
@@ -169,7 +171,6 @@ lambda T: T.ones(0).argmax()
 lambda T: T.ones(2, 3).split(0)
 lambda T: T.ones(2, 3).chunk(0)
 lambda T: T.ones(1, 1, 3, 3).avg_pool2d(kernel_size=(1, 4))
-lambda T: T.ones(1, 1, 3, 3).conv2d(T.ones(1, 1, 2, 2), stride=0)
 lambda T: T.ones(1, 1, 3, 3).conv2d(T.ones(1, 1, 2, 2), padding=-2)
 lambda T: T.ones(2, 4).scaled_dot_product_attention(T.ones(2, 5), T.ones(2, 4))
 lambda T: T.ones(3, 2).sparse_categorical_crossentropy(T(np.array([0, 2**40, 1], dtype=np.int64)))

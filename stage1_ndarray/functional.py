@@ -10,10 +10,10 @@ from .dtype import dtypes, float_of, promote
 from .shape import broadcast_shapes
 
 
-def _pair(x, name: str) -> tuple[int, int]:
+def _pair(x, name: str, what: str, minimum: int = 1) -> tuple[int, int]:
     pair = (x, x) if isinstance(x, int) else tuple(x)
-    if len(pair) != 2:
-        raise ValueError(f"{name}: expected an int or a pair of ints, got {x}")
+    if len(pair) != 2 or any(not isinstance(v, int) or v < minimum for v in pair):
+        raise ValueError(f"{name}: {what} must be an int or a pair of ints >= {minimum}, got {x}")
     return pair
 
 
@@ -37,7 +37,10 @@ class FunctionalMixin:
         if K != K2:
             raise ValueError(f"matmul: shapes {a.shape} and {b.shape} are not aligned: "
                              f"expected a.shape[-1] ({K}) == b.shape[-2] ({K2})")
-        batch = broadcast_shapes("matmul", a2.shape[:-2], b2.shape[:-2])
+        try:
+            batch = broadcast_shapes("matmul", a2.shape[:-2], b2.shape[:-2])
+        except ValueError:
+            raise ValueError(f"matmul: the batch dims of shapes {a.shape} and {b.shape} cannot broadcast") from None
         count = math.prod(batch)
         a3 = a2.cast(dtype)._broadcast_to(batch + (M, K)).contiguous()
         b3 = b2.cast(dtype)._broadcast_to(batch + (K, N)).contiguous()
@@ -96,13 +99,13 @@ class FunctionalMixin:
 
     # ---- convolution and pooling: windows as strided slices, then a matmul or a reduction ----
 
-    def _windows(self, kernel: tuple[int, int], stride: tuple[int, int], dilation: tuple[int, int]):
+    def _windows(self, name: str, kernel: tuple[int, int], stride: tuple[int, int], dilation: tuple[int, int]):
         """(..., H, W) -> (..., OH, OW, kh * kw): every kernel tap is one strided slice."""
         (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
         H, W = self.shape[-2:]
         oh, ow = (H - dh * (kh - 1) - 1) // sh + 1, (W - dw * (kw - 1) - 1) // sw + 1
         if oh <= 0 or ow <= 0:
-            raise ValueError(f"conv/pool: kernel {kernel} with dilation {dilation} does not fit input {self.shape}")
+            raise ValueError(f"{name}: kernel {kernel} with dilation {dilation} does not fit input {self.shape}")
         taps = [self[..., i * dh: i * dh + sh * (oh - 1) + 1: sh, j * dw: j * dw + sw * (ow - 1) + 1: sw]
                 for i in range(kh) for j in range(kw)]
         return taps[0].stack(*taps[1:], dim=-1)
@@ -117,9 +120,9 @@ class FunctionalMixin:
         if C != cin_g * groups or cout % groups:
             raise ValueError(f"conv2d: input channels {C} must equal {cin_g} * groups ({groups}) and "
                              f"out channels {cout} must divide by groups (x {self.shape}, weight {weight.shape})")
-        ph, pw = _pair(padding, "conv2d")
+        ph, pw = _pair(padding, "conv2d", "padding", 0)
         x = self.pad(((0, 0), (0, 0), (ph, ph), (pw, pw))) if ph or pw else self
-        cols = x._windows((kh, kw), _pair(stride, "conv2d"), _pair(dilation, "conv2d"))
+        cols = x._windows("conv2d", (kh, kw), _pair(stride, "conv2d", "stride"), _pair(dilation, "conv2d", "dilation"))
         oh, ow = cols.shape[2:4]
         # (N, C, OH, OW, kh*kw) -> (N, groups, Cin/g * kh*kw, OH*OW)
         cols = cols.permute(0, 1, 4, 2, 3).reshape(N, groups, cin_g * kh * kw, oh * ow)
@@ -127,20 +130,22 @@ class FunctionalMixin:
         out = (w @ cols).reshape(N, cout, oh, ow)
         return out if bias is None else out + bias.reshape(1, cout, 1, 1)
 
-    def _pool_windows(self, kernel_size, stride, dilation, padding, value: float):
-        k = _pair(kernel_size, "pool")
-        s = k if stride is None else _pair(stride, "pool")
-        ph, pw = _pair(padding, "pool")
+    def _pool_windows(self, name: str, kernel_size, stride, dilation, padding, value: float):
+        if self.ndim < 2:
+            raise ValueError(f"{name}: expected an input (..., H, W), got shape {self.shape}")
+        k = _pair(kernel_size, name, "kernel_size")
+        s = k if stride is None else _pair(stride, name, "stride")
+        ph, pw = _pair(padding, name, "padding", 0)
         pads = [(0, 0)] * (self.ndim - 2) + [(ph, ph), (pw, pw)]
         x = self.pad(pads, value) if ph or pw else self
-        return x._windows(k, s, _pair(dilation, "pool"))
+        return x._windows(name, k, s, _pair(dilation, name, "dilation"))
 
     def max_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0):
-        return self._pool_windows(kernel_size, stride, dilation, padding, float("-inf")).max(-1)
+        return self._pool_windows("max_pool2d", kernel_size, stride, dilation, padding, float("-inf")).max(-1)
 
     def avg_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0):
         """Padding counts towards the average (torch's count_include_pad=True)."""
-        return self._pool_windows(kernel_size, stride, dilation, padding, 0.0).mean(-1)
+        return self._pool_windows("avg_pool2d", kernel_size, stride, dilation, padding, 0.0).mean(-1)
 
     # ---- attention ----
 
@@ -171,15 +176,20 @@ class FunctionalMixin:
     # ---- losses ----
 
     def sparse_categorical_crossentropy(self, Y, ignore_index: int = -1, label_smoothing: float = 0.0,
-                                        reduction: str = "mean"):
+                                        reduction: str = "mean", name: str = "sparse_categorical_crossentropy"):
         """self: logits (..., C); Y: class indices (...). Entries equal to ignore_index count for nothing."""
         C = self.shape[-1]
         if Y.shape != self.shape[:-1]:
-            raise ValueError(f"sparse_categorical_crossentropy: targets {Y.shape} must match logits {self.shape} "
+            raise ValueError(f"{name}: targets {Y.shape} must match logits {self.shape} "
                              "without the last dim")
-        logp = self.log_softmax(-1)
         mask = Y != ignore_index
-        target = mask.where(Y, 0).one_hot(C)
+        labels = mask.where(Y, 0)
+        if labels.numel() and (labels.min().item() < 0 or labels.max().item() >= C):
+            raise IndexError(f"{name}: target labels must lie in [0, {C}) or equal ignore_index {ignore_index}; "
+                             f"got values in [{labels.min().item()}, {labels.max().item()}] "
+                             f"(logits {self.shape}, targets {Y.shape})")
+        logp = self.log_softmax(-1)
+        target = labels.one_hot(C)
         picked = (logp * target).sum(-1)
         nll = -(1 - label_smoothing) * picked - label_smoothing * logp.mean(-1)
         nll = mask.where(nll, 0.0)
@@ -196,7 +206,7 @@ class FunctionalMixin:
             nll = -(logits.log_softmax(-1) * target).sum(-1)
             return _reduce_loss(nll, reduction, None, "cross_entropy")
         return logits.sparse_categorical_crossentropy(Y, ignore_index=-100, label_smoothing=label_smoothing,
-                                                      reduction=reduction)
+                                                      reduction=reduction, name="cross_entropy")
 
     def binary_crossentropy(self, Y, reduction: str = "mean"):
         """self: probabilities in [0, 1]; log is clamped at -100 like torch."""

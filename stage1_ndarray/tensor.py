@@ -47,7 +47,10 @@ def _check_shape(op: str, shape: Sequence[int]) -> Shape:
 
 def _from_python(data, dtype: DType | None) -> np.ndarray:
     """Python scalars and (nested) lists enter through numpy, with our default dtypes."""
-    arr = np.asarray(data)
+    try:
+        arr = np.asarray(data)
+    except ValueError:
+        raise ValueError("Tensor: nested lists must be rectangular (ragged lists are not supported)") from None
     if arr.dtype == object:
         raise ValueError("Tensor: nested lists must be rectangular and hold only numbers")
     if dtype is None:
