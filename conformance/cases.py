@@ -112,6 +112,31 @@ def special(rng: np.random.Generator, shape: tuple, dtype: str) -> np.ndarray:
     return rng.choice(_SPECIALS, size=shape).astype(dtype)
 
 
+def attention_mask(rng: np.random.Generator, shape: tuple, dtype: str) -> np.ndarray:
+    """A boolean attention mask in which every query sees at least its first key."""
+    m = rng.integers(0, 2, size=shape).astype(bool)
+    m[..., 0] = True
+    return m
+
+
+def probabilities(rng: np.random.Generator, shape: tuple, dtype: str) -> np.ndarray:
+    p = rng.uniform(0.1, 1.0, size=shape)
+    return (p / p.sum(axis=1, keepdims=True)).astype(dtype)
+
+
+def labels_with_ignored(rng: np.random.Generator, shape: tuple, dtype: str) -> np.ndarray:
+    """Class indices 0..4 with about a quarter replaced by -1 (ignored), the first one kept."""
+    y = rng.integers(0, 5, size=shape)
+    y[rng.uniform(size=shape) < 0.25] = -1
+    y.flat[0] = 1
+    return y.astype(dtype)
+
+
+def diag_dominant(rng: np.random.Generator, shape: tuple, dtype: str) -> np.ndarray:
+    n = shape[0]
+    return (rng.uniform(-1, 1, size=shape) + n * np.eye(n)).astype(dtype)
+
+
 def classes(n: int) -> Domain:
     """Class indices 0..n-1 (always drawn as ints, whatever dtype is asked)."""
 
@@ -244,6 +269,22 @@ def value_id(v: Any) -> str:
     return str(v).replace(" ", "")
 
 
+def key_id(key: Any) -> str:
+    """A short test-id fragment for a getitem key: [1,::-1,...,T[0,2]]."""
+
+    def one(k: Any) -> str:
+        if isinstance(k, slice):
+            return ":".join("" if v is None else str(v) for v in (k.start, k.stop, k.step))
+        if k is Ellipsis:
+            return "..."
+        if isinstance(k, Index):
+            return "T" + str(list(k)).replace(" ", "")
+        return str(k).replace(" ", "")
+
+    return "[" + ",".join(one(k) for k in (key if isinstance(key, tuple) and not isinstance(key, Index)
+                                           else (key,))) + "]"
+
+
 def case(*args: Arg, **params: Any) -> Case:
     extra = ",".join(f"{k}={value_id(v)}" for k, v in params.items())
     sep = "|" if args and extra else ""
@@ -255,7 +296,7 @@ EDGE_SHAPES = [(), (0,), (2, 0, 3), (1,), (1, 1, 1), (4, 1, 3)]
 PLAIN_SHAPES = [(7,), (3, 4), (2, 3, 5)]
 # Every layout on a 2-d and a 3-d shape, and the cheap ones on the edges.
 NONCONTIG = [((3, 4), "TSFREX"), ((2, 3, 5), "TSFREX"), ((0, 3), "TSF"), ((1, 5), "TE"), ((6,), "SRE"),
-             ((2, 1, 2, 1, 2, 1, 2, 3), "TX")]
+             ((2, 1, 2, 1, 2, 1, 2, 3), "TX"), ((1,) * 30 + (2,) + (1,) * 30 + (3, 1, 2), "T")]  # 8-d, 64-d
 
 
 def unary_cases() -> list[Case]:

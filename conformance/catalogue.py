@@ -56,13 +56,19 @@ from .cases import (
     Domain,
     Index,
     accumulate,
+    attention_mask,
     axis_cases,
     binary_cases,
     case,
     classes,
+    diag_dominant,
     is_float,
+    key_id,
+    labels_with_ignored,
+    probabilities,
     reduce_cases,
     same,
+    shape_id,
     special,
     special_cases,
     to_bool,
@@ -93,8 +99,10 @@ LARGE_GEMM = Tol((1e-5, 1e-4), (1e-10, 1e-10))
 
 @dataclass(frozen=True)
 class Op:
-    """One op of the API. `kind` says what the call returns: "tensor", "tensors" (a sequence),
-    "array" (numpy), "value" (a Python value compared with ==) or "random" (checked by `check`)."""
+    """One op of the API. `kind` says what the call returns and how it is checked: "tensor",
+    "tensors" (a sequence of them), "array" (numpy), "value" (a Python value, compared with ==
+    and by type), "meta" (only shape and dtype: Tensor.empty) or "random" (by `check`, a law).
+    `capability` is the capability-table key when several entries test one API op."""
 
     name: str
     section: str
@@ -132,42 +140,44 @@ def _shape_style(shape: tuple, style: str) -> tuple:
     return tuple(shape) if style == "args" else (tuple(shape),)
 
 
+def _dtype_param(dtype: str, default: str = "float32") -> dict:
+    """No dtype argument when the op's default is the dtype under test, else dtype=D(dtype)."""
+    return {} if dtype == default else {"dtype": D(dtype)}
+
+
 # ==== creation ====
 
 
 def _tensor_cases(dtype: str) -> list[Case]:
     """Tensor(data): Python lists and scalars get the contract's default dtypes; numpy arrays keep
-    theirs; an explicit dtype (DType, name string or numpy dtype) wins."""
+    theirs (contiguous or not); an explicit dtype (DType, name string or numpy dtype) wins."""
     np_dt = np.dtype(dtype)
-    grid = np.arange(12).reshape(3, 4) % 3
-    by_dtype = {
+    grid = (np.arange(12).reshape(3, 4) % 3).astype(np_dt)
+    python = {
         "bool": [[True, False], True, [[False], [True]]],
         "int64": [[1, -2, 3], 7, [[1, 2], [3, 4]]],
         "float32": [[1.5, -2.0], 2.5, [[1, 2.5], [3, 4]], []],
-        "int32": [], "float64": [],
     }
-    cases = [case(data=v) for v in by_dtype[dtype]]
-    cases += [case(data=grid.astype(np_dt)), case(data=grid.astype(np_dt).T), case(data=grid.astype(np_dt)[::-1, ::2]),
+    cases = [case(data=v) for v in python.get(dtype, [])]
+    cases += [case(data=grid), case(data=grid.T), case(data=grid[::-1, ::2]),
               case(data=np.zeros((0, 3), np_dt)), case(data=np.array(1, np_dt)),
               case(data=[[0, 1], [1, 0]], dtype=D(dtype)), case(data=[1, 0, 1], dtype=dtype),
               case(data=[1, 0], dtype=np_dt)]
     return cases
 
 
-def _creation_cases(dtype: str, default: str = "float32", **extra: Any) -> list[Case]:
-    dt = {} if dtype == default else {"dtype": D(dtype)}
-    cases = [case(shape=s, style=st, **dt, **extra) for s, st in
-             [((2, 3), "args"), ((2, 3), "tuple"), ((), "tuple"), ((0, 4), "args"), ((1, 1, 5), "args")]]
-    if dtype == "float64":
-        cases += [case(shape=(2, 2), style="args", dtype="float64", **extra),
-                  case(shape=(2, 2), style="args", dtype=np.float64, **extra)]
+def _creation_cases(dtype: str) -> list[Case]:
+    shapes = [((2, 3), "args"), ((2, 3), "tuple"), ((), "tuple"), ((0, 4), "args"), ((1, 1, 5), "args")]
+    cases = [case(shape=s, style=st, **_dtype_param(dtype)) for s, st in shapes]
+    if dtype == "float64":  # the dtype spelled as a string and as a numpy dtype
+        cases += [case(shape=(2, 2), style="args", dtype="float64"),
+                  case(shape=(2, 2), style="args", dtype=np.float64)]
     return cases
 
 
 def _full_cases(dtype: str) -> list[Case]:
     value = {"bool": True, "int32": 3, "int64": -4, "float32": 2.5, "float64": -0.75}[dtype]
-    cases = [case(shape=(2, 3), value=value, dtype=D(dtype)), case(shape=(), value=value, dtype=D(dtype)),
-             case(shape=(0, 2), value=value, dtype=D(dtype))]
+    cases = [case(shape=s, value=value, dtype=D(dtype)) for s in [(2, 3), (), (0, 2)]]
     if dtype in ("bool", "int64", "float32"):  # the fill value's own kind sets the dtype
         cases.append(case(shape=(2, 3), value=value))
     return cases
@@ -175,67 +185,18 @@ def _full_cases(dtype: str) -> list[Case]:
 
 def _arange_cases(dtype: str) -> list[Case]:
     if dtype == "int64":
-        return [case(args=(5,)), case(args=(2, 10, 3)), case(args=(10, 0, -2)), case(args=(0,)), case(args=(3, 3))]
+        return [case(args=a) for a in [(5,), (2, 10, 3), (10, 0, -2), (0,), (3, 3)]]
     if dtype == "float32":
-        return [case(args=(1.0, 2.0, 0.25)), case(args=(0.5, 3.0, 0.5)), case(args=(3.0, 0.0, -0.75)),
-                case(args=(4,), dtype=D("float32"))]
-    return [case(args=(6,), dtype=D(dtype)), case(args=(1, 7, 2), dtype=D(dtype))]
+        return [case(args=a) for a in [(1.0, 2.0, 0.25), (0.5, 3.0, 0.5), (3.0, 0.0, -0.75)]]
+    return [case(args=a, dtype=D(dtype)) for a in [(6,), (1, 7, 2)]]
 
 
-def _random_check(lo: float, hi: float, mean: float, std: float) -> Callable[..., None]:
-    """Values in [lo, hi), and a sample mean/std within 7 standard errors of the law's."""
-
-    def check(x: np.ndarray, **_: Any) -> None:
-        assert x.size and np.all(x >= lo) and np.all(x < hi), (x.min(), x.max())
-        n = x.size
-        assert abs(x.mean() - mean) < 7 * std / math.sqrt(n) + 1e-3, x.mean()
-        assert abs(x.std() - std) < 0.05 * std + 1e-3, x.std()
-
-    return check
+def _random_cases(dtype: str) -> list[Case]:
+    return [case(shape=s, **_dtype_param(dtype)) for s in [(100, 100), (10000,)]]
 
 
-def _init_check(bound: Callable[[tuple], float]) -> Callable[..., None]:
-    def check(x: np.ndarray, shape: tuple, **_: Any) -> None:
-        b = bound(shape)
-        assert np.all(np.abs(x) <= b), (np.abs(x).max(), b)
-        assert np.abs(x).max() > 0.8 * b and abs(x.mean()) < 0.1 * b, (np.abs(x).max(), x.mean(), b)
-
-    return check
-
-
-def _kaiming_bound(shape: tuple, a: float = 0.01) -> float:
-    return math.sqrt(2.0 / (1 + a * a)) * math.sqrt(3.0 / math.prod(shape[1:]))
-
-
-def _glorot_bound(shape: tuple) -> float:
-    return math.sqrt(6.0 / (shape[0] + math.prod(shape[1:])))
-
-
-def _seed_call(T, seed: int):
-    T.manual_seed(seed)
-    a = T.rand(64).numpy()
-    T.manual_seed(seed)
-    b = T.rand(64).numpy()
-    T.manual_seed(seed + 1)
-    c = T.rand(64).numpy()
-    return a, b, c
-
-
-def _seed_check(abc, **_: Any) -> None:
-    a, b, c = abc
-    assert np.array_equal(a, b), "the same seed must give the same draw"
-    assert not np.array_equal(a, c), "another seed must give another draw"
-
-
-def _randint_check(x: np.ndarray, low: int, high: int, **_: Any) -> None:
-    assert x.dtype in (np.int32, np.int64), x.dtype
-    assert np.all(x >= low) and np.all(x < high), (x.min(), x.max())
-    assert set(np.unique(x)) == set(range(low, high)), np.unique(x)
-
-
-def _random_cases(dtype: str, **params: Any) -> list[Case]:
-    dt = {} if dtype == "float32" else {"dtype": D(dtype)}
-    return [case(shape=(100, 100), **dt, **params), case(shape=(10000,), **dt, **params)]
+_LIKE = [case(Arg((3, 4))), case(Arg((3, 4), "T")), case(Arg((0, 2))), case(Arg(()))]
+_INIT = fixed([case(shape=(64, 128)), case(shape=(32, 3, 5, 5))])
 
 add(
     Op("tensor", "creation", lambda T, data, **k: T(data, **k), lambda data, **_: np.array(data),
@@ -249,64 +210,66 @@ add(
     Op("empty", "creation", lambda T, shape, style, **k: T.empty(*_shape_style(shape, style), **k),
        lambda shape, **_: np.empty(shape), DTYPES, _creation_cases, kind="meta"),
     Op("arange", "creation", lambda T, args, **k: T.arange(*args, **k), lambda args, **_: np.arange(*args),
-       ("int32", "int64", "float32", "float64"), _arange_cases, tol=ELEMENTWISE),
-    Op("linspace", "creation", lambda T, args, **k: T.linspace(*args, **k), lambda args, **_: np.linspace(*args),
-       FLOATS, lambda dt: [case(args=a, **({} if dt == "float32" else {"dtype": D(dt)}))
-                           for a in [(0, 1, 5), (-1.5, 2.0, 8), (2, 3, 1), (2, 3, 0)]]),
-    Op("eye", "creation", lambda T, args, **k: T.eye(*args, **k), lambda args, **_: np.eye(*args),
-       DTYPES, lambda dt: [case(args=a, **({} if dt == "float32" else {"dtype": D(dt)}))
-                           for a in [(3,), (2, 4), (4, 2), (1,), (0,)]], tol=EXACT),
-    Op("zeros_like", "creation", lambda T, x: T.zeros_like(x), np.zeros_like, DTYPES,
-       fixed([case(Arg((3, 4))), case(Arg((3, 4), "T")), case(Arg((0, 2))), case(Arg(()))]),
+       ("int32", "int64", "float32", "float64"), _arange_cases),
+    Op("linspace", "creation", lambda T, args, **k: T.linspace(*args, **k),
+       lambda args, **_: np.linspace(*args), FLOATS,
+       lambda dt: [case(args=a, **_dtype_param(dt))
+                   for a in [(0, 1, 5), (-1.5, 2.0, 8), (2, 3, 1), (2, 3, 0)]]),
+    Op("eye", "creation", lambda T, args, **k: T.eye(*args, **k), lambda args, **_: np.eye(*args), DTYPES,
+       lambda dt: [case(args=a, **_dtype_param(dt)) for a in [(3,), (2, 4), (4, 2), (1,), (0,)]], tol=EXACT),
+    Op("zeros_like", "creation", lambda T, x: T.zeros_like(x), np.zeros_like, DTYPES, fixed(_LIKE),
        compute="same", tol=EXACT),
-    Op("ones_like", "creation", lambda T, x: T.ones_like(x), np.ones_like, DTYPES,
-       fixed([case(Arg((3, 4))), case(Arg((3, 4), "F")), case(Arg((0, 2))), case(Arg(()))]),
+    Op("ones_like", "creation", lambda T, x: T.ones_like(x), np.ones_like, DTYPES, fixed(_LIKE),
        compute="same", tol=EXACT),
-    Op("full_like", "creation", lambda T, x, value: T.full_like(x, value), lambda a, value: np.full_like(a, value),
-       DTYPES, fixed([case(Arg((3, 4)), value=1), case(Arg((3, 4), "S"), value=1), case(Arg(()), value=1)]),
+    Op("full_like", "creation", lambda T, x, value: T.full_like(x, value),
+       lambda a, value: np.full_like(a, value), DTYPES,
+       fixed([case(Arg((3, 4)), value=1), case(Arg((3, 4), "S"), value=1), case(Arg(()), value=1)]),
        compute="same", tol=EXACT),
-    Op("rand", "creation", lambda T, shape, **k: T.rand(*shape, **k), None, FLOATS,
-       _random_cases, kind="random", check=_random_check(0.0, 1.0, 0.5, math.sqrt(1 / 12))),
-    Op("randn", "creation", lambda T, shape, **k: T.randn(*shape, **k), None, FLOATS,
-       _random_cases, kind="random", check=_random_check(-np.inf, np.inf, 0.0, 1.0)),
-    Op("randint", "creation", lambda T, shape, low, high: T.randint(*shape, low=low, high=high), None, ("int64",),
-       fixed([case(shape=(100, 100), low=-3, high=5), case(shape=(5000,), low=0, high=2)]),
-       kind="random", check=_randint_check, out=lambda dt, **_: None),
+    Op("rand", "creation", lambda T, shape, **k: T.rand(*shape, **k), None, FLOATS, _random_cases,
+       kind="random", check=R.random_law(0.0, 1.0, 0.5, math.sqrt(1 / 12))),
+    Op("randn", "creation", lambda T, shape, **k: T.randn(*shape, **k), None, FLOATS, _random_cases,
+       kind="random", check=R.random_law(-np.inf, np.inf, 0.0, 1.0)),
+    Op("randint", "creation", lambda T, shape, low, high: T.randint(*shape, low=low, high=high), None,
+       ("int64",), fixed([case(shape=(100, 100), low=-3, high=5), case(shape=(5000,), low=0, high=2)]),
+       kind="random", check=R.randint_law, out=lambda dt, **_: None),  # int32 or int64: tinygrad vs torch
     Op("uniform", "creation", lambda T, shape, **k: T.uniform(*shape, **k), None, ("float32",),
-       fixed([case(shape=(100, 100), low=-2.0, high=3.0)]), kind="random",
-       check=_random_check(-2.0, 3.0, 0.5, 5 / math.sqrt(12))),
+       fixed([case(shape=(100, 100), low=-2.0, high=3.0)]),
+       kind="random", check=R.random_law(-2.0, 3.0, 0.5, 5 / math.sqrt(12))),
     Op("normal", "creation", lambda T, shape, **k: T.normal(*shape, **k), None, ("float32",),
-       fixed([case(shape=(100, 100), mean=1.5, std=0.5)]), kind="random",
-       check=_random_check(-np.inf, np.inf, 1.5, 0.5)),
-    Op("manual_seed", "creation", lambda T, seed: _seed_call(T, seed), None, ("float32",),
-       fixed([case(seed=0), case(seed=1234)]), kind="random", check=_seed_check),
-    Op("kaiming_uniform", "creation", lambda T, shape: T.kaiming_uniform(*shape), None, ("float32",),
-       fixed([case(shape=(64, 128)), case(shape=(32, 3, 5, 5))]), kind="random", check=_init_check(_kaiming_bound)),
-    Op("glorot_uniform", "creation", lambda T, shape: T.glorot_uniform(*shape), None, ("float32",),
-       fixed([case(shape=(64, 128)), case(shape=(32, 3, 5, 5))]), kind="random", check=_init_check(_glorot_bound)),
+       fixed([case(shape=(100, 100), mean=1.5, std=0.5)]),
+       kind="random", check=R.random_law(-np.inf, np.inf, 1.5, 0.5)),
+    Op("manual_seed", "creation", lambda T, seed: R.three_draws(T, seed), None, ("float32",),
+       fixed([case(seed=0), case(seed=1234)]), kind="random", check=R.seed_law),
+    Op("kaiming_uniform", "creation", lambda T, shape: T.kaiming_uniform(*shape), None, ("float32",), _INIT,
+       kind="random", check=R.init_law(R.kaiming_bound)),
+    Op("glorot_uniform", "creation", lambda T, shape: T.glorot_uniform(*shape), None, ("float32",), _INIT,
+       kind="random", check=R.init_law(R.glorot_bound)),
 )
 
 # ==== properties ====
 
-_PROPS = [case(Arg(s, lay)) for s, lay in [((), "C"), ((0,), "C"), ((3, 4), "C"), ((2, 3, 5), "T"), ((4, 1), "E")]]
+_PROPS = fixed([case(Arg(s, lay)) for s, lay in [((), "C"), ((0,), "C"), ((3, 4), "C"), ((2, 3, 5), "T"),
+                                                  ((4, 1), "E")]])
+_ONE = fixed([case(Arg((3,)))])
+
+
+def _prop(name: str, call: Callable[..., Any], ref: Callable[..., Any], dtypes: tuple[str, ...] = DTYPES,
+          cases: Callable[[str], list[Case]] = _PROPS) -> Op:
+    return Op(name, "properties", call, ref, dtypes, cases, kind="value", compute="same")
+
 
 add(
-    Op("shape", "properties", lambda T, x: tuple(x.shape), lambda a: a.shape, DTYPES, fixed(_PROPS),
-       kind="value", compute="same"),
-    Op("dtype", "properties", lambda T, x: (x.dtype.name, x.dtype.itemsize, np.dtype(x.dtype.np)),
-       lambda a: (a.dtype.name, a.dtype.itemsize, a.dtype), DTYPES, fixed(_PROPS), kind="value", compute="same"),
-    Op("device", "properties", lambda T, x, device: str(x.device).upper(), lambda a, device: device.upper(),
-       DTYPES, fixed([case(Arg((3, 4)), device=DEFAULT_DEVICE)]), kind="value", compute="same"),
-    Op("ndim", "properties", lambda T, x: x.ndim, lambda a: a.ndim, DTYPES, fixed(_PROPS),
-       kind="value", compute="same"),
-    Op("numel", "properties", lambda T, x: x.numel(), lambda a: a.size, DTYPES, fixed(_PROPS),
-       kind="value", compute="same"),
+    _prop("shape", lambda T, x: tuple(x.shape), lambda a: a.shape),
+    _prop("dtype", lambda T, x: (x.dtype.name, x.dtype.itemsize, np.dtype(x.dtype.np)),
+          lambda a: (a.dtype.name, a.dtype.itemsize, a.dtype)),
+    _prop("device", lambda T, x, device: str(x.device).upper(), lambda a, device: device.upper(),
+          cases=fixed([case(Arg((3, 4)), device=DEFAULT_DEVICE)])),
+    _prop("ndim", lambda T, x: x.ndim, lambda a: a.ndim),
+    _prop("numel", lambda T, x: x.numel(), lambda a: a.size),
     Op("T", "properties", lambda T, x: x.T, lambda a: a.T, DTYPES,
        fixed([case(Arg((3, 4))), case(Arg((3, 4), "F")), case(Arg((1, 0)))]), compute="same", tol=EXACT),
-    Op("grad", "properties", lambda T, x: x.grad, lambda a: None, FLOATS, fixed([case(Arg((3,)))]),
-       kind="value", compute="same"),
-    Op("requires_grad", "properties", lambda T, x: bool(x.requires_grad), lambda a: False, FLOATS,
-       fixed([case(Arg((3,)))]), kind="value", compute="same"),
+    _prop("grad", lambda T, x: x.grad, lambda a: None, FLOATS, _ONE),
+    _prop("requires_grad", lambda T, x: bool(x.requires_grad), lambda a: False, FLOATS, _ONE),
 )
 
 # ==== movement: values are copied, never computed, so every dtype is compared exactly ====
@@ -316,71 +279,35 @@ def _mv(name: str, call: Callable[..., Any], ref: Callable[..., Any], cases: lis
     return Op(name, "movement", call, ref, DTYPES, fixed(cases), compute="same", tol=EXACT, **kw)
 
 
-def _shrink_ref(a: np.ndarray, arg: tuple) -> np.ndarray:
-    return a[tuple(slice(None) if p is None else slice(*p) for p in arg)]
-
-
-def _pad_ref(a: np.ndarray, arg: tuple) -> np.ndarray:
-    return np.pad(a, [(0, 0) if p is None else p for p in arg])
-
-
-def _squeeze_ref(a: np.ndarray, axis: Any = None) -> np.ndarray:
-    """torch and tinygrad leave a dim that is not 1 alone where numpy would raise."""
-    if axis is None:
-        return np.squeeze(a)
-    return np.squeeze(a, axis) if a.shape[axis] == 1 else a
-
-
-def _chunk_ref(a: np.ndarray, chunks: int, dim: int = 0) -> list[np.ndarray]:
-    size = -(-a.shape[dim] // chunks)
-    return np.split(a, range(size, a.shape[dim], size), axis=dim)
-
-
-def _split_ref(a: np.ndarray, sizes: Any, dim: int = 0) -> list[np.ndarray]:
-    if isinstance(sizes, int):
-        return np.split(a, range(sizes, a.shape[dim], sizes), axis=dim)
-    return np.split(a, np.cumsum(sizes)[:-1], axis=dim)
-
-
-def _flatten_ref(a: np.ndarray, start_dim: int, end_dim: int) -> np.ndarray:
-    """torch's flatten: a 0-d tensor becomes shape (1,)."""
-    if a.ndim == 0:
-        return a.reshape(1)
-    s, e = start_dim % a.ndim, end_dim % a.ndim
-    return a.reshape(a.shape[:s] + (math.prod(a.shape[s:e + 1]),) + a.shape[e + 1:])
-
-def _key_id(key: Any) -> str:
-    def one(k: Any) -> str:
-        if isinstance(k, slice):
-            return ":".join("" if v is None else str(v) for v in (k.start, k.stop, k.step))
-        if k is Ellipsis:
-            return "..."
-        if isinstance(k, Index):
-            return "T" + str(list(k)).replace(" ", "")
-        return str(k).replace(" ", "")
-
-    return "[" + ",".join(one(k) for k in (key if isinstance(key, tuple) and not isinstance(key, Index)
-                                           else (key,))) + "]"
-
-
+_S = slice
 _GETITEM_KEYS = {
-    (3, 4, 5): [1, -1, (0, 2), (1, -1, 2), (-3, 0, -5), slice(None), slice(1, None), slice(None, None, 2),
-                slice(None, None, -1), (slice(None), slice(-2, None)), (slice(None), slice(3, 0, -2)),
-                (slice(-100, 100), slice(None, None, -3)), (slice(2, 1),), (Ellipsis, 1), (Ellipsis, slice(None, 3)),
-                (None, 0), (0, None, slice(None, None, -1)), (Ellipsis, None), (1, Ellipsis, None, 2),
-                Index([2, 0, 2]), (slice(None), Index([-1, 0])), (Ellipsis, Index([[0, 1], [3, 4]])),
-                Index([1]), [0, 2], (slice(None), [3, 1, 3]), (None, Index([0, 0]), slice(None, None, 2))],
-    (): [(), None, Ellipsis],
-    (6,): [5, -6, slice(2, 2), slice(None, None, -1), slice(5, None, -2), Index([]), Index([5, -6, 0])],
+    (3, 4, 5): [1, -1, (0, 2), (1, -1, 2), (-3, 0, -5), _S(None), _S(1, None), _S(None, None, 2),
+                _S(None, None, -1), (_S(None), _S(-2, None)), (_S(None), _S(3, 0, -2)),
+                (_S(-100, 100), _S(None, None, -3)), (_S(2, 1),), (..., 1), (..., _S(None, 3)),
+                (None, 0), (0, None, _S(None, None, -1)), (..., None), (1, ..., None, 2),
+                Index([2, 0, 2]), (_S(None), Index([-1, 0])), (..., Index([[0, 1], [3, 4]])),
+                Index([1]), [0, 2], (_S(None), [3, 1, 3]), (None, Index([0, 0]), _S(None, None, 2)),
+                (Index([0, 2]), Index([1, 3])), (Index([[0], [2]]), Index([1, 3])),
+                (_S(None), Index([0, 1]), Index([4, 2])), (..., Index([-1]), Index([[0, 1]]))],
+    (): [(), None, ...],
+    (6,): [5, -6, _S(2, 2), _S(None, None, -1), _S(5, None, -2), Index([]), Index([5, -6, 0])],
 }
-_GETITEM_CASES = [Case(f"{'x'.join(map(str, s)) or '0d'}{_key_id(k)}", (Arg(s),), {"key": k})
-                  for s, keys in _GETITEM_KEYS.items() for k in keys]
-_GETITEM_CASES += [Case(f"3x4:{lay}{_key_id(k)}", (Arg((3, 4), lay),), {"key": k})
-                   for lay, k in [("T", (slice(None, None, -1), 1)), ("X", (Ellipsis, slice(1, None, 2))),
-                                  ("E", (Index([2, 0]), 3)), ("F", (slice(1, 3), Index([0, 3])))]]
+_GETITEM = [Case(f"{shape_id(s)}{key_id(k)}", (Arg(s),), {"key": k}) for s, keys in _GETITEM_KEYS.items()
+            for k in keys]
+_GETITEM += [Case(f"3x4:{lay}{key_id(k)}", (Arg((3, 4), lay),), {"key": k})
+             for lay, k in [("T", (_S(None, None, -1), 1)), ("X", (..., _S(1, None, 2))),
+                            ("E", (Index([2, 0]), 3)), ("F", (_S(1, 3), Index([0, 3])))]]
 
-_RESHAPES = [((2, 3, 4), (6, 4)), ((2, 3, 4), (4, -1)), ((2, 3, 4), (24,)), ((2, 3, 4), (-1,)), ((), (1, 1)),
-             ((1,), ()), ((0, 3), (3, 0)), ((0, 3), (-1, 3)), ((4, 1), (2, 2))]
+_RESHAPES = [((2, 3, 4), (6, 4)), ((2, 3, 4), (4, -1)), ((2, 3, 4), (24,)), ((2, 3, 4), (-1,)),
+             ((), (1, 1)), ((1,), ()), ((0, 3), (3, 0)), ((0, 3), (-1, 3)), ((4, 1), (2, 2))]
+_PERMUTES = [((2, 3, 4), "C", (2, 0, 1), "args"), ((2, 3, 4), "C", (1, 2, 0), "tuple"),
+             ((2, 3, 4), "C", (-1, 0, 1), "tuple"), ((), "C", (), "tuple"), ((0, 3), "C", (1, 0), "args"),
+             ((2, 3, 4), "X", (0, 2, 1), "args"), ((3, 4), "E", (1, 0), "args")]
+_EXPANDS = [((3, 1), "C", (3, 4), "args"), ((1,), "C", (5,), "tuple"), ((), "C", (2, 3), "args"),
+            ((2, 1, 3), "C", (4, 2, 5, 3), "args"), ((3, 1), "C", (-1, 4), "args"),
+            ((1, 3), "C", (0, 3), "tuple"), ((3, 1), "F", (2, 3, 4), "args"), ((1, 4), "S", (3, 4), "args")]
+_REPEATS = [((2, 3), "C", (2, 1), "args"), ((3,), "C", (2, 2), "tuple"), ((), "C", (3,), "args"),
+            ((2, 1), "E", (1, 3), "args"), ((2, 3), "T", (2, 2), "args"), ((0, 2), "C", (3, 1), "args")]
 
 add(
     _mv("reshape", lambda T, x, shape, style: x.reshape(*_shape_style(shape, style)),
@@ -391,49 +318,43 @@ add(
         [case(Arg(s), shape=t) for s, t in _RESHAPES]),
     _mv("permute", lambda T, x, order, style: x.permute(*_shape_style(order, style)),
         lambda a, order, style: a.transpose(order),
-        [case(Arg((2, 3, 4)), order=(2, 0, 1), style="args"), case(Arg((2, 3, 4)), order=(1, 2, 0), style="tuple"),
-         case(Arg((2, 3, 4)), order=(-1, 0, 1), style="tuple"), case(Arg(()), order=(), style="tuple"),
-         case(Arg((0, 3)), order=(1, 0), style="args"), case(Arg((2, 3, 4), "X"), order=(0, 2, 1), style="args"),
-         case(Arg((3, 4), "E"), order=(1, 0), style="args")]),
+        [case(Arg(s, lay), order=o, style=st) for s, lay, o, st in _PERMUTES]),
     _mv("transpose", lambda T, x, **k: x.transpose(*k.values()),
         lambda a, **k: np.swapaxes(a, *k.values()) if k else a.T,
         [case(Arg((3, 4))), case(Arg((2, 3, 4)), dim0=0, dim1=2), case(Arg((2, 3, 4)), dim0=-1, dim1=-2),
          case(Arg((2, 3, 4), "T"), dim0=1, dim1=1), case(Arg((3, 4), "F"), dim0=0, dim1=1)]),
     _mv("expand", lambda T, x, shape, style: x.expand(*_shape_style(shape, style)),
-        lambda a, shape, style: np.broadcast_to(a, tuple(a.shape[i - len(shape) + a.ndim] if n == -1 else n
-                                                          for i, n in enumerate(shape))),
-        [case(Arg((3, 1)), shape=(3, 4), style="args"), case(Arg((1,)), shape=(5,), style="tuple"),
-         case(Arg(()), shape=(2, 3), style="args"), case(Arg((2, 1, 3)), shape=(4, 2, 5, 3), style="args"),
-         case(Arg((3, 1)), shape=(-1, 4), style="args"), case(Arg((1, 3)), shape=(0, 3), style="tuple"),
-         case(Arg((3, 1), "F"), shape=(2, 3, 4), style="args"), case(Arg((1, 4), "S"), shape=(3, 4), style="args")]),
-    _mv("pad", lambda T, x, arg: x.pad(arg), _pad_ref,
+        lambda a, shape, style: R.expand(a, shape),
+        [case(Arg(s, lay), shape=t, style=st) for s, lay, t, st in _EXPANDS]),
+    _mv("pad", lambda T, x, arg: x.pad(arg), R.pad,
         [case(Arg((3, 4)), arg=((1, 2), (0, 1))), case(Arg((3, 4)), arg=((0, 0), (3, 0))),
          case(Arg((3, 4)), arg=(None, (1, 1))), case(Arg((0, 3)), arg=((1, 1), (0, 0))),
          case(Arg((5,)), arg=((2, 2),)), case(Arg((2, 3, 4), "X"), arg=((1, 0), (0, 2), (1, 1)))]),
-    _mv("shrink", lambda T, x, arg: x.shrink(arg), _shrink_ref,
+    _mv("shrink", lambda T, x, arg: x.shrink(arg), R.shrink,
         [case(Arg((3, 4)), arg=((1, 3), (0, 4))), case(Arg((3, 4)), arg=(None, (1, 2))),
          case(Arg((3, 4)), arg=((1, 1), (0, 4))), case(Arg((5,)), arg=((0, 5),)),
-         case(Arg((2, 3, 4), "T"), arg=((0, 1), (1, 3), (2, 4))), case(Arg((3, 4), "F"), arg=((2, 3), (1, 4)))]),
+         case(Arg((2, 3, 4), "T"), arg=((0, 1), (1, 3), (2, 4))),
+         case(Arg((3, 4), "F"), arg=((2, 3), (1, 4)))]),
     _mv("flip", lambda T, x, axis: x.flip(axis), lambda a, axis: np.flip(a, axis),
         [case(Arg((3, 4)), axis=0), case(Arg((3, 4)), axis=(0, 1)), case(Arg((2, 3, 4)), axis=-1),
          case(Arg((2, 3, 4)), axis=(0, 2)), case(Arg((0, 3)), axis=1), case(Arg((3, 4), "T"), axis=1),
          case(Arg((3, 4), "F"), axis=0), case(Arg((3, 4), "E"), axis=1)]),
-    _mv("flatten", lambda T, x, **k: x.flatten(**k), lambda a, start_dim=0, end_dim=-1: _flatten_ref(a, start_dim, end_dim),
-        [case(Arg((2, 3, 4))), case(Arg((2, 3, 4)), start_dim=1), case(Arg((2, 3, 4, 5)), start_dim=1, end_dim=2),
-         case(Arg(())), case(Arg((0, 3))), case(Arg((2, 3, 4), "X"), start_dim=0, end_dim=1)]),
-    _mv("unflatten", lambda T, x, dim, sizes: x.unflatten(dim, sizes),
-        lambda a, dim, sizes: a.reshape(a.shape[:dim % a.ndim] + tuple(sizes) + a.shape[dim % a.ndim + 1:]),
+    _mv("flatten", lambda T, x, **k: x.flatten(**k), R.flatten,
+        [case(Arg((2, 3, 4))), case(Arg((2, 3, 4)), start_dim=1),
+         case(Arg((2, 3, 4, 5)), start_dim=1, end_dim=2), case(Arg(())), case(Arg((0, 3))),
+         case(Arg((2, 3, 4), "X"), start_dim=0, end_dim=1)]),
+    _mv("unflatten", lambda T, x, dim, sizes: x.unflatten(dim, sizes), R.unflatten,
         [case(Arg((2, 12)), dim=1, sizes=(3, 4)), case(Arg((6, 2)), dim=0, sizes=(2, 1, 3)),
          case(Arg((2, 6)), dim=-1, sizes=(6, 1)), case(Arg((4, 3), "T"), dim=0, sizes=(2, 2))]),
-    _mv("squeeze", lambda T, x, **k: x.squeeze(*k.values()), lambda a, **k: _squeeze_ref(a, *k.values()),
+    _mv("squeeze", lambda T, x, **k: x.squeeze(*k.values()), lambda a, **k: R.squeeze(a, *k.values()),
         [case(Arg((1, 3, 1, 4))), case(Arg((1, 3, 1, 4)), dim=0), case(Arg((1, 3, 1, 4)), dim=-2),
          case(Arg((1, 3, 1, 4)), dim=1), case(Arg((1,))), case(Arg(())), case(Arg((1, 0)), dim=0),
          case(Arg((1, 4), "E"), dim=0)]),
     _mv("unsqueeze", lambda T, x, dim: x.unsqueeze(dim), lambda a, dim: np.expand_dims(a, dim),
-        [case(Arg((3, 4)), dim=0), case(Arg((3, 4)), dim=1), case(Arg((3, 4)), dim=-1), case(Arg(()), dim=0),
-         case(Arg((3, 4)), dim=-3), case(Arg((3, 4), "F"), dim=2)]),
+        [case(Arg((3, 4)), dim=0), case(Arg((3, 4)), dim=1), case(Arg((3, 4)), dim=-1),
+         case(Arg(()), dim=0), case(Arg((3, 4)), dim=-3), case(Arg((3, 4), "F"), dim=2)]),
     _mv("contiguous", lambda T, x: x.contiguous(), lambda a: a, unary_cases()),
-    _mv("getitem", lambda T, x, key: x[key], lambda a, key: a[key], _GETITEM_CASES),
+    _mv("getitem", lambda T, x, key: x[key], lambda a, key: a[key], _GETITEM),
     _mv("cat", lambda T, *xs, dim: xs[0].cat(*xs[1:], dim=dim), lambda *a, dim: np.concatenate(a, axis=dim),
         [case(Arg((2, 3)), Arg((4, 3)), dim=0), case(Arg((2, 3)), Arg((2, 1)), dim=1),
          case(Arg((2, 3)), Arg((2, 0)), Arg((2, 2)), dim=-1), case(Arg((0, 3)), Arg((2, 3)), dim=0),
@@ -444,20 +365,17 @@ add(
         [case(Arg((2, 3)), Arg((2, 3)), dim=0), case(Arg((2, 3)), Arg((2, 3)), Arg((2, 3)), dim=1),
          case(Arg((2, 3)), Arg((2, 3)), dim=-1), case(Arg(()), Arg(()), Arg(()), dim=0),
          case(Arg((0, 2)), Arg((0, 2)), dim=1), case(Arg((3, 4), "T"), Arg((3, 4), "R"), dim=2)]),
-    _mv("split", lambda T, x, sizes, dim=0: x.split(sizes, dim), _split_ref,
+    _mv("split", lambda T, x, sizes, dim=0: x.split(sizes, dim), R.split,
         [case(Arg((6, 4)), sizes=2), case(Arg((6, 4)), sizes=4), case(Arg((6, 4)), sizes=[1, 5]),
          case(Arg((6, 4)), sizes=[2, 0, 2], dim=1), case(Arg((2, 7)), sizes=3, dim=-1),
          case(Arg((6, 4), "F"), sizes=[3, 3])], kind="tensors"),
-    _mv("chunk", lambda T, x, chunks, dim=0: x.chunk(chunks, dim), _chunk_ref,
+    _mv("chunk", lambda T, x, chunks, dim=0: x.chunk(chunks, dim), R.chunk,
         [case(Arg((6, 4)), chunks=3), case(Arg((7,)), chunks=3), case(Arg((2, 5)), chunks=2, dim=1),
          case(Arg((4,)), chunks=6), case(Arg((3, 4), "T"), chunks=2, dim=-1)], kind="tensors"),
-    _mv("repeat", lambda T, x, reps, style: x.repeat(*_shape_style(reps, style)), lambda a, reps, style: np.tile(a, reps),
-        [case(Arg((2, 3)), reps=(2, 1), style="args"), case(Arg((3,)), reps=(2, 2), style="tuple"),
-         case(Arg(()), reps=(3,), style="args"), case(Arg((2, 1), "E"), reps=(1, 3), style="args"),
-         case(Arg((2, 3), "T"), reps=(2, 2), style="args"), case(Arg((0, 2)), reps=(3, 1), style="args")]),
+    _mv("repeat", lambda T, x, reps, style: x.repeat(*_shape_style(reps, style)),
+        lambda a, reps, style: np.tile(a, reps),
+        [case(Arg(s, lay), reps=r, style=st) for s, lay, r, st in _REPEATS]),
 )
-
-
 
 # ==== elementwise ====
 
@@ -476,17 +394,17 @@ def _with_specials(cases: list[Case], arity: int, specials: bool) -> Callable[[s
 
 def _binary(name: str, call: Callable[..., Any], ref: Callable[..., Any], dtypes: tuple[str, ...],
             out: Callable[..., str] = same, left: Domain | None = None, right: Domain | None = None,
-            domain: Domain = ANY, tol: Tol = ELEMENTWISE, specials: bool = False) -> Op:
-    return Op(name, "elementwise", call, ref, dtypes, _with_specials(binary_cases(left, right), 2, specials),
-              out=out, domain=domain, tol=tol)
+            domain: Domain = ANY, specials: bool = False) -> Op:
+    cases = _with_specials(binary_cases(left, right), 2, specials)
+    return Op(name, "elementwise", call, ref, dtypes, cases, out=out, domain=domain)
 
 
 def _unary(name: str, call: Callable[..., Any], ref: Callable[..., Any], dtypes: tuple[str, ...],
-           out: Callable[..., str] = same, domain: Domain = ANY, tol: Tol = ELEMENTWISE, specials: bool = False,
-           **params: Any) -> Op:
+           out: Callable[..., str] = same, domain: Domain = ANY, tol: Tol = ELEMENTWISE,
+           specials: bool = False, **params: Any) -> Op:
     cases = [Case(c.id + (f"|{params}" if params else ""), c.args, params) for c in unary_cases()]
-    return Op(name, "elementwise", call, ref, dtypes, _with_specials(cases, 1, specials), out=out, domain=domain,
-              tol=tol)
+    return Op(name, "elementwise", call, ref, dtypes, _with_specials(cases, 1, specials), out=out,
+              domain=domain, tol=tol)
 
 
 _SCALAR_ARGS = [Arg(()), Arg((3, 4)), Arg((0,)), Arg((3, 4), "T"), Arg((2, 3, 5), "X")]
@@ -503,12 +421,14 @@ def _scalar(name: str, call: Callable[..., Any], ref: Callable[..., Any], dtypes
 _WHERE = [((3, 4), "C", (3, 4), "C", (3, 4), "C"), ((3, 1), "C", (3, 4), "C", (4,), "C"),
           ((), "C", (2, 3), "C", (), "C"), ((0, 3), "C", (0, 3), "C", (3,), "C"),
           ((3, 4), "T", (3, 4), "F", (3, 4), "E"), ((2, 3, 5), "X", (2, 3, 5), "R", (5,), "S")]
+_BITS = ("bool",) + INTS
+_F = to_float
 
 add(
     _binary("add", lambda T, x, y: x + y, np.add, DTYPES, specials=True),
     _binary("sub", lambda T, x, y: x - y, np.subtract, NUMERIC, specials=True),
     _binary("mul", lambda T, x, y: x * y, np.multiply, DTYPES, specials=True),
-    _binary("div", lambda T, x, y: x / y, np.divide, NUMERIC, out=to_float, right=NONZERO, specials=True),
+    _binary("div", lambda T, x, y: x / y, np.divide, NUMERIC, out=_F, right=NONZERO, specials=True),
     _binary("pow", lambda T, x, y: x**y, np.power, NUMERIC, left=POSITIVE, right=EXPONENT),
     Op("__matmul__", "elementwise", lambda T, x, y: x @ y, np.matmul, NUMERIC,
        fixed([case(Arg((3, 4)), Arg((4, 5))), case(Arg((4,)), Arg((4, 5))), case(Arg((2, 3, 4)), Arg((4,)))]),
@@ -519,8 +439,8 @@ add(
     _scalar("rsub", lambda T, x, s: s - x, lambda a, s: s - a, NUMERIC, (5, -1.5)),
     _scalar("mul_scalar", lambda T, x, s: x * s, lambda a, s: a * s, DTYPES, (3, -0.5)),
     _scalar("rmul", lambda T, x, s: s * x, lambda a, s: s * a, DTYPES, (-2, 1.5)),
-    _scalar("div_scalar", lambda T, x, s: x / s, lambda a, s: a / s, NUMERIC, (4, -2.5), promote=to_float),
-    _scalar("rdiv", lambda T, x, s: s / x, lambda a, s: s / a, NUMERIC, (3, 2.5), promote=to_float, domain=NONZERO),
+    _scalar("div_scalar", lambda T, x, s: x / s, lambda a, s: a / s, NUMERIC, (4, -2.5), promote=_F),
+    _scalar("rdiv", lambda T, x, s: s / x, lambda a, s: s / a, NUMERIC, (3, 2.5), promote=_F, domain=NONZERO),
     _scalar("pow_scalar", lambda T, x, s: x**s, lambda a, s: a**s, NUMERIC, (2, 0.5, -1.5), domain=POSITIVE),
     _scalar("rpow", lambda T, x, s: s**x, lambda a, s: s**a, NUMERIC, (2, 1.5), domain=EXPONENT),
     _binary("lt", lambda T, x, y: x < y, np.less, DTYPES, out=to_bool, domain=COARSE, specials=True),
@@ -536,22 +456,25 @@ add(
     _scalar("gt_rscalar", lambda T, x, s: s < x, lambda a, s: s < a, NUMERIC, (0, -0.5), promote=to_bool,
             domain=COARSE),
     _unary("neg", lambda T, x: _both(x.neg(), -x), np.negative, NUMERIC, specials=True),
-    _unary("reciprocal", lambda T, x: x.reciprocal(), np.reciprocal, NUMERIC, out=to_float, domain=NONZERO, specials=True),
-    _unary("exp", lambda T, x: x.exp(), np.exp, DTYPES, out=to_float, specials=True),
-    _unary("exp2", lambda T, x: x.exp2(), np.exp2, DTYPES, out=to_float, specials=True),
-    _unary("log", lambda T, x: x.log(), np.log, DTYPES, out=to_float, domain=POSITIVE, specials=True),
-    _unary("log2", lambda T, x: x.log2(), np.log2, DTYPES, out=to_float, domain=POSITIVE, specials=True),
-    _unary("sqrt", lambda T, x: x.sqrt(), np.sqrt, DTYPES, out=to_float, domain=NONNEG, specials=True),
-    _unary("rsqrt", lambda T, x: x.rsqrt(), lambda a: 1 / np.sqrt(a), DTYPES, out=to_float, domain=POSITIVE, specials=True),
-    _unary("sin", lambda T, x: x.sin(), np.sin, DTYPES, out=to_float, domain=WIDE, specials=True),
-    _unary("cos", lambda T, x: x.cos(), np.cos, DTYPES, out=to_float, domain=WIDE, specials=True),
-    _unary("tanh", lambda T, x: x.tanh(), np.tanh, DTYPES, out=to_float, domain=WIDE, tol=COMPOSITE, specials=True),
-    _unary("sigmoid", lambda T, x: x.sigmoid(), R.sigmoid, DTYPES, out=to_float, domain=WIDE, tol=COMPOSITE, specials=True),
+    _unary("reciprocal", lambda T, x: x.reciprocal(), np.reciprocal, NUMERIC, out=_F, domain=NONZERO,
+           specials=True),
+    _unary("exp", lambda T, x: x.exp(), np.exp, DTYPES, out=_F, specials=True),
+    _unary("exp2", lambda T, x: x.exp2(), np.exp2, DTYPES, out=_F, specials=True),
+    _unary("log", lambda T, x: x.log(), np.log, DTYPES, out=_F, domain=POSITIVE, specials=True),
+    _unary("log2", lambda T, x: x.log2(), np.log2, DTYPES, out=_F, domain=POSITIVE, specials=True),
+    _unary("sqrt", lambda T, x: x.sqrt(), np.sqrt, DTYPES, out=_F, domain=NONNEG, specials=True),
+    _unary("rsqrt", lambda T, x: x.rsqrt(), lambda a: 1 / np.sqrt(a), DTYPES, out=_F, domain=POSITIVE,
+           specials=True),
+    _unary("sin", lambda T, x: x.sin(), np.sin, DTYPES, out=_F, domain=WIDE, specials=True),
+    _unary("cos", lambda T, x: x.cos(), np.cos, DTYPES, out=_F, domain=WIDE, specials=True),
+    _unary("tanh", lambda T, x: x.tanh(), np.tanh, DTYPES, out=_F, domain=WIDE, tol=COMPOSITE, specials=True),
+    _unary("sigmoid", lambda T, x: x.sigmoid(), R.sigmoid, DTYPES, out=_F, domain=WIDE, tol=COMPOSITE,
+           specials=True),
     _unary("relu", lambda T, x: x.relu(), lambda a: np.maximum(a, 0), NUMERIC),
-    _unary("gelu", lambda T, x: x.gelu(), R.gelu, NUMERIC, out=to_float, domain=WIDE, tol=COMPOSITE),
+    _unary("gelu", lambda T, x: x.gelu(), R.gelu, NUMERIC, out=_F, domain=WIDE, tol=COMPOSITE),
     _unary("gelu_tanh", lambda T, x: x.gelu(approximate="tanh"), R.gelu_tanh, FLOATS, domain=WIDE,
            tol=COMPOSITE),
-    _unary("silu", lambda T, x: x.silu(), R.silu, NUMERIC, out=to_float, domain=WIDE, tol=COMPOSITE),
+    _unary("silu", lambda T, x: x.silu(), R.silu, NUMERIC, out=_F, domain=WIDE, tol=COMPOSITE),
     _unary("leaky_relu", lambda T, x: x.leaky_relu(), R.leaky_relu, FLOATS),
     _unary("leaky_relu_slope", lambda T, x, neg_slope: x.leaky_relu(neg_slope), R.leaky_relu, FLOATS,
            neg_slope=0.2),
@@ -560,137 +483,95 @@ add(
     _unary("square", lambda T, x: x.square(), np.square, NUMERIC, specials=True),
     _binary("maximum", lambda T, x, y: x.maximum(y), np.maximum, DTYPES, domain=COARSE, specials=True),
     _binary("minimum", lambda T, x, y: x.minimum(y), np.minimum, DTYPES, domain=COARSE, specials=True),
-    _unary("clip", lambda T, x, lo, hi: x.clip(lo, hi), lambda a, lo, hi: np.clip(a, lo, hi), NUMERIC, lo=-1, hi=1),
+    _unary("clip", lambda T, x, lo, hi: x.clip(lo, hi), lambda a, lo, hi: np.clip(a, lo, hi), NUMERIC,
+           lo=-1, hi=1),
     Op("where", "elementwise", lambda T, c, x, y: c.where(x, y), np.where, DTYPES,
-       fixed([case(Arg(sc, lc, dtype="bool"), Arg(sx, lx), Arg(sy, ly)) for sc, lc, sx, lx, sy, ly in _WHERE])),
-    Op("where_scalar", "elementwise", lambda T, c, x, y: c.where(x, y), lambda c, a, y: np.where(c, a, y), FLOATS,
-       fixed([case(Arg((3, 4), dtype="bool"), Arg((3, 4)), y=-math.inf),
-              case(Arg((3, 1), "C", dtype="bool"), Arg((4,), "F"), y=2.5)]), capability="where"),
-    _binary("and", lambda T, x, y: x & y, np.bitwise_and, ("bool",) + INTS),
-    _binary("or", lambda T, x, y: x | y, np.bitwise_or, ("bool",) + INTS),
-    _binary("xor", lambda T, x, y: x ^ y, np.bitwise_xor, ("bool",) + INTS),
-    _unary("not", lambda T, x: ~x, np.invert, ("bool",) + INTS),
+       fixed([case(Arg(sc, lc, dtype="bool"), Arg(sx, lx), Arg(sy, ly))
+              for sc, lc, sx, lx, sy, ly in _WHERE])),
+    Op("where_scalar", "elementwise", lambda T, c, x, y: c.where(x, y), lambda c, a, y: np.where(c, a, y),
+       DTYPES, fixed([case(Arg((3, 4), dtype="bool"), Arg((3, 4)), y=y) for y in (2, 2.5, -math.inf)]
+                     + [case(Arg((3, 1), dtype="bool"), Arg((4,), "F"), y=-1)]),
+       out=lambda dt, y: with_scalar(dt, y), capability="where"),
+    _scalar("maximum_scalar", lambda T, x, s: x.maximum(s), lambda a, s: np.maximum(a, s), DTYPES, (0, 0.5),
+            domain=COARSE),
+    Op("clip_float_bounds", "elementwise", lambda T, x, lo, hi: x.clip(lo, hi),
+       lambda a, lo, hi: np.clip(a, lo, hi), NUMERIC, fixed([case(Arg((3, 4)), lo=-0.5, hi=1.5)]),
+       out=lambda dt, lo, hi: with_scalar(dt, lo), domain=COARSE, capability="clip"),
+    _binary("and", lambda T, x, y: x & y, np.bitwise_and, _BITS),
+    _binary("or", lambda T, x, y: x | y, np.bitwise_or, _BITS),
+    _binary("xor", lambda T, x, y: x ^ y, np.bitwise_xor, _BITS),
+    _unary("not", lambda T, x: ~x, np.invert, _BITS),
 )
 
 # ==== reductions ====
 
 
+def _np_reduce(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+    return lambda a, axis, keepdim: fn(a, axis, keepdims=keepdim)
+
+
+_SPECIAL_REDUCE = [Case(c.id + "|special", c.args, c.params) for c in
+                   [case(Arg((4, 5), domain=special), axis=1, keepdim=False),
+                    case(Arg((5, 4), "T", domain=special), axis=None, keepdim=False)]]
+
+
 def _reduce(name: str, call: Callable[..., Any], ref: Callable[..., Any], dtypes: tuple[str, ...],
             cases: list[Case], out: Callable[..., str] = same, domain: Domain = ANY, tol: Tol = REDUCE,
-            compute: str = "auto", specials: bool = False) -> Op:
-    extra = [case(Arg((4, 5), domain=special), axis=1, keepdim=False),
-             case(Arg((5, 4), "T", domain=special), axis=None, keepdim=False)]
-    extra = [Case(c.id + "|special", c.args, c.params) for c in extra]
-    return Op(name, "reduction", call, ref, dtypes,
-              lambda dt: cases + (extra if specials and is_float(dt) else []),
-              out=out, domain=domain, tol=tol, compute=compute)
+            compute: str = "auto", specials: bool = False, capability: str = "") -> Op:
+    def cases_for(dtype: str) -> list[Case]:
+        return cases + (_SPECIAL_REDUCE if specials and is_float(dtype) else [])
+
+    return Op(name, "reduction", call, ref, dtypes, cases_for, out=out, domain=domain, tol=tol,
+              compute=compute, capability=capability)
 
 
-def _np_axis(axis: Any) -> Any:
-    return tuple(axis) if isinstance(axis, list) else axis
-
-
-def _var_ref(a: np.ndarray, axis: Any, keepdim: bool, correction: int = 1) -> np.ndarray:
-    return np.var(a, axis=axis, keepdims=keepdim, ddof=correction)
-
-
-def _std_ref(a: np.ndarray, axis: Any, keepdim: bool, correction: int = 1) -> np.ndarray:
-    return np.std(a, axis=axis, keepdims=keepdim, ddof=correction)
-
-
-def _arg_ref(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
-    """numpy's argmax/argmin already return the first index of the extreme value; axis=None is
-    the index into the flattened tensor."""
-
-    def ref(a: np.ndarray, axis: Any, keepdim: bool) -> np.ndarray:
-        if axis is None:
-            return np.asarray(fn(a.reshape(-1))).reshape((1,) * a.ndim if keepdim else ())
-        return fn(a, axis=axis, keepdims=keepdim)
-
-    return ref
-
-
-_VAR_CASES = reduce_cases(min_len=2) + [case(Arg((3, 4)), axis=1, keepdim=False, correction=0),
-                                        case(Arg((2, 3, 4)), axis=None, keepdim=False, correction=0)]
+_VAR = reduce_cases(min_len=2) + [case(Arg((3, 4)), axis=1, keepdim=False, correction=0),
+                                  case(Arg((2, 3, 4)), axis=None, keepdim=False, correction=0)]
+_ARGS = reduce_cases(tuples=False)
 
 add(
-    _reduce("sum", lambda T, x, **k: x.sum(**k), lambda a, axis, keepdim: np.sum(a, axis, keepdims=keepdim),
-            DTYPES, reduce_cases(empty=True), out=accumulate, specials=True),
-    _reduce("mean", lambda T, x, **k: x.mean(**k), lambda a, axis, keepdim: np.mean(a, axis, keepdims=keepdim),
-            NUMERIC, reduce_cases(), out=to_float),
-    _reduce("max", lambda T, x, **k: x.max(**k), lambda a, axis, keepdim: np.max(a, axis, keepdims=keepdim),
-            DTYPES, reduce_cases(), domain=COARSE, tol=EXACT, specials=True),
-    _reduce("min", lambda T, x, **k: x.min(**k), lambda a, axis, keepdim: np.min(a, axis, keepdims=keepdim),
-            DTYPES, reduce_cases(), domain=COARSE, tol=EXACT, specials=True),
-    _reduce("argmax", lambda T, x, **k: x.argmax(**k), _arg_ref(np.argmax), DTYPES, reduce_cases(tuples=False),
+    _reduce("sum", lambda T, x, **k: x.sum(**k), _np_reduce(np.sum), DTYPES, reduce_cases(empty=True),
+            out=accumulate, specials=True),
+    _reduce("mean", lambda T, x, **k: x.mean(**k), _np_reduce(np.mean), NUMERIC, reduce_cases(), out=_F),
+    _reduce("max", lambda T, x, **k: x.max(**k), _np_reduce(np.max), DTYPES, reduce_cases(), domain=COARSE,
+            tol=EXACT, specials=True),
+    _reduce("min", lambda T, x, **k: x.min(**k), _np_reduce(np.min), DTYPES, reduce_cases(), domain=COARSE,
+            tol=EXACT, specials=True),
+    _reduce("argmax", lambda T, x, **k: x.argmax(**k), R.arg_extreme(np.argmax), DTYPES, _ARGS,
             out=to_int64, domain=COARSE, compute="same"),
-    _reduce("argmin", lambda T, x, **k: x.argmin(**k), _arg_ref(np.argmin), DTYPES, reduce_cases(tuples=False),
+    _reduce("argmin", lambda T, x, **k: x.argmin(**k), R.arg_extreme(np.argmin), DTYPES, _ARGS,
             out=to_int64, domain=COARSE, compute="same"),
-    _reduce("var", lambda T, x, **k: x.var(**k), _var_ref, NUMERIC, _VAR_CASES, out=to_float),
-    _reduce("std", lambda T, x, **k: x.std(**k), _std_ref, NUMERIC, _VAR_CASES, out=to_float),
-    _reduce("prod", lambda T, x, **k: x.prod(**k), lambda a, axis, keepdim: np.prod(a, axis, keepdims=keepdim),
-            DTYPES, reduce_cases(empty=True), out=accumulate, domain=SMALL),
+    _reduce("var", lambda T, x, **k: x.var(**k), R.var, NUMERIC, _VAR, out=_F),
+    _reduce("std", lambda T, x, **k: x.std(**k), R.std, NUMERIC, _VAR, out=_F),
+    _reduce("prod", lambda T, x, **k: x.prod(**k), _np_reduce(np.prod), DTYPES, reduce_cases(empty=True),
+            out=accumulate, domain=SMALL),
     _reduce("softmax", lambda T, x, axis: x.softmax(axis), R.softmax, FLOATS, axis_cases(), tol=COMPOSITE),
     _reduce("log_softmax", lambda T, x, axis: x.log_softmax(axis), R.log_softmax, FLOATS, axis_cases(),
             tol=COMPOSITE),
-    _reduce("logsumexp", lambda T, x, **k: x.logsumexp(**k),
-            lambda a, axis, keepdim: R.logsumexp(a, axis, keepdims=keepdim), FLOATS,
-            reduce_cases(tuples=False), tol=REDUCE),
+    _reduce("logsumexp", lambda T, x, **k: x.logsumexp(**k), _np_reduce(R.logsumexp), FLOATS,
+            reduce_cases(tuples=False)),
     _reduce("cumsum", lambda T, x, axis: x.cumsum(axis), lambda a, axis: np.cumsum(a, axis), DTYPES,
             axis_cases(), out=accumulate),
 )
 
 # Sizes past the kernels' blocks (16-wide unrolled rows, 4096-element chunks, strided columns).
-_LARGE = [((5000,), 0), ((3, 4100), 1), ((4100, 3), 0), ((2, 3000), -1), ((70, 80), None)]
-_LARGE_CASES = [case(Arg(s), axis=ax, keepdim=False) for s, ax in _LARGE]
-_LARGE_CASES += [case(Arg((80, 70), "T"), axis=0, keepdim=False), case(Arg((2, 3000), "F"), axis=1, keepdim=True)]
+_LARGE = [case(Arg(s), axis=ax, keepdim=False)
+          for s, ax in [((5000,), 0), ((3, 4100), 1), ((4100, 3), 0), ((2, 3000), -1), ((70, 80), None)]]
+_LARGE += [case(Arg((80, 70), "T"), axis=0, keepdim=False), case(Arg((2, 3000), "F"), axis=1, keepdim=True)]
 
 add(
-    Op("sum_large", "reduction", lambda T, x, **k: x.sum(**k),
-       lambda a, axis, keepdim: np.sum(a, axis, keepdims=keepdim), DTYPES, fixed(_LARGE_CASES), out=accumulate,
-       tol=LARGE_REDUCE, capability="sum"),
-    Op("max_large", "reduction", lambda T, x, **k: x.max(**k),
-       lambda a, axis, keepdim: np.max(a, axis, keepdims=keepdim), DTYPES, fixed(_LARGE_CASES), tol=EXACT,
-       capability="max"),
-    Op("argmax_large", "reduction", lambda T, x, **k: x.argmax(**k), _arg_ref(np.argmax), DTYPES,
-       fixed(_LARGE_CASES), out=to_int64, domain=COARSE, compute="same", capability="argmax"),
-    Op("cumsum_large", "reduction", lambda T, x, axis: x.cumsum(axis), lambda a, axis: np.cumsum(a, axis), DTYPES,
-       fixed([case(Arg(s), axis=ax) for s, ax in [((5000,), 0), ((3, 4100), 1), ((4100, 3), 0)]]),
-       out=accumulate, tol=LARGE_REDUCE, capability="cumsum"),
+    _reduce("sum_large", lambda T, x, **k: x.sum(**k), _np_reduce(np.sum), DTYPES, _LARGE, out=accumulate,
+            tol=LARGE_REDUCE, capability="sum"),
+    _reduce("max_large", lambda T, x, **k: x.max(**k), _np_reduce(np.max), DTYPES, _LARGE, tol=EXACT,
+            capability="max"),
+    _reduce("argmax_large", lambda T, x, **k: x.argmax(**k), R.arg_extreme(np.argmax), DTYPES, _LARGE,
+            out=to_int64, domain=COARSE, compute="same", capability="argmax"),
+    _reduce("cumsum_large", lambda T, x, axis: x.cumsum(axis), lambda a, axis: np.cumsum(a, axis), DTYPES,
+            [case(Arg(s), axis=ax) for s, ax in [((5000,), 0), ((3, 4100), 1), ((4100, 3), 0)]],
+            out=accumulate, tol=LARGE_REDUCE, capability="cumsum"),
 )
 
 # ==== linear algebra and NN functional (float64 references in references.py) ====
-
-_MATMUL = [((3, 4), "C", (4, 5), "C"), ((4,), "C", (4, 5), "C"), ((3, 4), "C", (4,), "C"), ((4,), "C", (4,), "C"),
-           ((2, 3, 4), "C", (4, 5), "C"), ((2, 3, 4), "C", (2, 4, 5), "C"), ((2, 1, 3, 4), "C", (5, 4, 2), "C"),
-           ((3, 0), "C", (0, 2), "C"), ((0, 4), "C", (4, 3), "C"), ((1, 1), "C", (1, 1), "C"),
-           ((5, 64), "C", (64, 6), "C"), ((3, 4), "T", (4, 5), "T"), ((3, 4), "F", (4, 5), "X"),
-           ((2, 3, 4), "S", (4, 5), "E"), ((4, 3), "R", (3,), "F")]
-
-
-def _mask(rng: np.random.Generator, shape: tuple, dtype: str) -> np.ndarray:
-    """A boolean attention mask in which every query sees at least its first key."""
-    m = rng.integers(0, 2, size=shape).astype(bool)
-    m[..., 0] = True
-    return m
-
-
-def _probs(rng: np.random.Generator, shape: tuple, dtype: str) -> np.ndarray:
-    p = rng.uniform(0.1, 1.0, size=shape)
-    return (p / p.sum(axis=1, keepdims=True)).astype(dtype)
-
-
-def _labels_ignored(rng: np.random.Generator, shape: tuple, dtype: str) -> np.ndarray:
-    """Class indices 0..4 with about a quarter replaced by -1 (ignored), the first one kept."""
-    y = rng.integers(0, 5, size=shape)
-    y[rng.uniform(size=shape) < 0.25] = -1
-    y.flat[0] = 1
-    return y.astype(dtype)
-
-
-def _diag_dominant(rng: np.random.Generator, shape: tuple, dtype: str) -> np.ndarray:
-    n = shape[0]
-    return (rng.uniform(-1, 1, size=shape) + n * np.eye(n)).astype(dtype)
 
 
 def _nn(name: str, call: Callable[..., Any], ref: Callable[..., Any], cases: list[Case], tol: Tol = GEMM,
@@ -698,24 +579,48 @@ def _nn(name: str, call: Callable[..., Any], ref: Callable[..., Any], cases: lis
     return Op(name, "nn", call, ref, dtypes, fixed(cases), tol=tol, **kw)
 
 
+def _pairs(specs: list[tuple]) -> list[Case]:
+    return [case(Arg(a, la), Arg(b, lb)) for a, la, b, lb in specs]
+
+
+_MATMUL = _pairs([((3, 4), "C", (4, 5), "C"), ((4,), "C", (4, 5), "C"), ((3, 4), "C", (4,), "C"),
+                  ((4,), "C", (4,), "C"), ((2, 3, 4), "C", (4, 5), "C"), ((2, 3, 4), "C", (2, 4, 5), "C"),
+                  ((2, 1, 3, 4), "C", (5, 4, 2), "C"), ((3, 0), "C", (0, 2), "C"), ((0, 4), "C", (4, 3), "C"),
+                  ((1, 1), "C", (1, 1), "C"), ((5, 64), "C", (64, 6), "C"), ((3, 4), "T", (4, 5), "T"),
+                  ((3, 4), "F", (4, 5), "X"), ((2, 3, 4), "S", (4, 5), "E"), ((4, 3), "R", (3,), "F")])
+# K past the GEMM's k-block of 256
+_MATMUL_LARGE = _pairs([((7, 300), "C", (300, 9), "C"), ((2, 33, 260), "C", (260, 17), "C"),
+                        ((7, 300), "T", (300, 9), "T"), ((5, 300), "F", (300,), "S")])
 _X = (2, 3, 7, 7)
-_CONV = [case(Arg(_X), Arg((4, 3, 3, 3))), case(Arg(_X), Arg((4, 3, 3, 3)), Arg((4,))),
-         case(Arg(_X), Arg((4, 3, 3, 3)), stride=2), case(Arg(_X), Arg((4, 3, 3, 3)), padding=1),
-         case(Arg(_X), Arg((4, 3, 3, 3)), dilation=2), case(Arg((1, 4, 6, 6)), Arg((6, 2, 3, 3)), groups=2),
-         case(Arg(_X), Arg((2, 3, 2, 3)), padding=(1, 2)), case(Arg(_X), Arg((2, 3, 1, 1))),
-         case(Arg(_X, "F"), Arg((4, 3, 3, 3), "X"), Arg((4,), "S"), stride=(2, 1), padding=1)]
+_W = (4, 3, 3, 3)
+_CONV = [case(Arg(_X), Arg(_W)), case(Arg(_X), Arg(_W), Arg((4,))), case(Arg(_X), Arg(_W), stride=2),
+         case(Arg(_X), Arg(_W), padding=1), case(Arg(_X), Arg(_W), dilation=2),
+         case(Arg((1, 4, 6, 6)), Arg((6, 2, 3, 3)), groups=2),
+         case(Arg(_X), Arg((2, 3, 2, 3)), padding=(1, 2)),
+         case(Arg(_X), Arg((2, 3, 1, 1))),
+         case(Arg(_X, "F"), Arg(_W, "X"), Arg((4,), "S"), stride=(2, 1), padding=1)]
 _POOL = [case(Arg((2, 3, 6, 6))), case(Arg((2, 3, 6, 6)), kernel_size=3, stride=1),
-         case(Arg((1, 2, 5, 7)), kernel_size=(2, 3), stride=(1, 2)), case(Arg((2, 3, 7, 7)), kernel_size=3, stride=2),
-         case(Arg((2, 3, 6, 6), "F"), kernel_size=2), case(Arg((2, 5, 5)), kernel_size=2, stride=1)]
-_MATMUL_LARGE = [((7, 300), "C", (300, 9), "C"), ((2, 33, 260), "C", (260, 17), "C"),
-                 ((7, 300), "T", (300, 9), "T"), ((5, 300), "F", (300,), "S")]
-_QKV = [(5, 6, False), (5, 5, True), (1, 4, False), (4, 4, True)]
+         case(Arg((1, 2, 5, 7)), kernel_size=(2, 3), stride=(1, 2)),
+         case(Arg((2, 3, 7, 7)), kernel_size=3, stride=2), case(Arg((2, 3, 6, 6), "F"), kernel_size=2),
+         case(Arg((2, 5, 5)), kernel_size=2, stride=1)]
+_ATTENTION = [case(Arg((2, 3, lq, 8)), Arg((2, 3, lk, 8)), Arg((2, 3, lk, 4)), is_causal=c)
+              for lq, lk, c in [(5, 6, False), (5, 5, True), (1, 4, False), (4, 4, True)]]
+_ATTENTION += [case(Arg((2, 5, 8)), Arg((2, 6, 8)), Arg((2, 6, 4)),
+                    Arg((5, 6), dtype="bool", domain=attention_mask), is_causal=False),
+               case(Arg((2, 5, 8), "F"), Arg((2, 5, 8), "T"), Arg((2, 5, 4), "S"), is_causal=True)]
+
+
+def _labels(shape: tuple, n: int, layout: str = "C") -> Arg:
+    return Arg(shape, layout, dtype="int64", domain=classes(n))
+
+
+def _attention(T, q, k, v, *mask, is_causal):
+    return q.scaled_dot_product_attention(k, v, *mask, is_causal=is_causal)
+
 
 add(
-    _nn("matmul", lambda T, x, y: x.matmul(y), np.matmul,
-        [case(Arg(a, la), Arg(b, lb)) for a, la, b, lb in _MATMUL], dtypes=NUMERIC),
-    _nn("matmul_large", lambda T, x, y: x.matmul(y), np.matmul,
-        [case(Arg(a, la), Arg(b, lb)) for a, la, b, lb in _MATMUL_LARGE], dtypes=NUMERIC, tol=LARGE_GEMM,
+    _nn("matmul", lambda T, x, y: x.matmul(y), np.matmul, _MATMUL, dtypes=NUMERIC),
+    _nn("matmul_large", lambda T, x, y: x.matmul(y), np.matmul, _MATMUL_LARGE, dtypes=NUMERIC, tol=LARGE_GEMM,
         capability="matmul"),
     _nn("dot", lambda T, x, y: x.dot(y), np.dot,
         [case(Arg((3, 4)), Arg((4, 5))), case(Arg((4,)), Arg((4,))), case(Arg((3, 4), "T"), Arg((4,)))],
@@ -732,93 +637,66 @@ add(
                  case(Arg((1, 2, 7, 7)), kernel_size=2, dilation=2)], tol=EXACT),
     _nn("avg_pool2d", lambda T, x, **k: x.avg_pool2d(**k), lambda a, **k: R.pool2d(a, mode="avg", **k),
         _POOL + [case(Arg((2, 3, 6, 6)), kernel_size=3, stride=1, padding=1)], tol=COMPOSITE),
-    _nn("dropout", lambda T, x, p: x.dropout(p), lambda a, p: a, [case(Arg((4, 5)), p=0.5), case(Arg(()), p=0.9)],
-        tol=EXACT),
-    _nn("dropout_train", lambda T, x, p: _dropout_train(T, x, p), None,
+    _nn("dropout", lambda T, x, p: x.dropout(p), lambda a, p: a,
+        [case(Arg((4, 5)), p=0.5), case(Arg(()), p=0.9)], tol=EXACT),
+    _nn("dropout_train", lambda T, x, p: R.dropout_train(T, x, p), None,
         [case(Arg((100, 100), domain=POSITIVE), p=0.25), case(Arg((50, 40), "T", domain=POSITIVE), p=0.5)],
-        kind="random", check=lambda got, p: _dropout_check(got, p), capability="dropout"),
-    _nn("scaled_dot_product_attention",
-        lambda T, q, k, v, *m, is_causal: q.scaled_dot_product_attention(k, v, *m, is_causal=is_causal),
-        lambda q, k, v, *m, is_causal: R.attention(q, k, v, *m, is_causal=is_causal),
-        [case(Arg((2, 3, lq, 8)), Arg((2, 3, lk, 8)), Arg((2, 3, lk, 4)), is_causal=c) for lq, lk, c in _QKV]
-        + [case(Arg((2, 5, 8)), Arg((2, 6, 8)), Arg((2, 6, 4)), Arg((5, 6), dtype="bool", domain=_mask),
-                is_causal=False),
-           case(Arg((2, 5, 8), "F"), Arg((2, 5, 8), "T"), Arg((2, 5, 4), "S"), is_causal=True)],
+        kind="random", check=R.dropout_law, capability="dropout"),
+    _nn("scaled_dot_product_attention", _attention,
+        lambda q, k, v, *m, is_causal: R.attention(q, k, v, *m, is_causal=is_causal), _ATTENTION,
         tol=COMPOSITE),
     _nn("cross_entropy", lambda T, x, y: x.cross_entropy(y), R.cross_entropy,
-        [case(Arg((6, 5)), Arg((6,), dtype="int64", domain=classes(5))),
-         case(Arg((1, 3)), Arg((1,), dtype="int64", domain=classes(3))),
-         case(Arg((4, 5), "T"), Arg((4,), "F", dtype="int64", domain=classes(5))),
-         case(Arg((6, 5)), Arg((6, 5), domain=_probs))], tol=COMPOSITE),
+        [case(Arg((6, 5)), _labels((6,), 5)), case(Arg((1, 3)), _labels((1,), 3)),
+         case(Arg((4, 5), "T"), _labels((4,), 5, "F")), case(Arg((6, 5)), Arg((6, 5), domain=probabilities))],
+        tol=COMPOSITE),
     _nn("sparse_categorical_crossentropy", lambda T, x, y, **k: x.sparse_categorical_crossentropy(y, **k),
         R.sparse_categorical_crossentropy,
-        [case(Arg((8, 5)), Arg((8,), dtype="int64", domain=classes(5))),
-         case(Arg((2, 4, 5)), Arg((2, 4), dtype="int64", domain=_labels_ignored)),
-         case(Arg((6, 5)), Arg((6,), dtype="int64", domain=classes(5)), ignore_index=2),
-         case(Arg((4, 5), "T"), Arg((4,), "R", dtype="int64", domain=classes(5)))], tol=COMPOSITE),
+        [case(Arg((8, 5)), _labels((8,), 5)),
+         case(Arg((2, 4, 5)), Arg((2, 4), dtype="int64", domain=labels_with_ignored)),
+         case(Arg((6, 5)), _labels((6,), 5), ignore_index=2), case(Arg((4, 5), "T"), _labels((4,), 5, "R"))],
+        tol=COMPOSITE),
     _nn("binary_crossentropy", lambda T, p, y: p.binary_crossentropy(y), R.binary_crossentropy,
         [case(Arg((10,)), Arg((10,))), case(Arg((3, 4), "T"), Arg((3, 4), "E"))], domain=PROB, tol=COMPOSITE),
-    _nn("binary_crossentropy_logits", lambda T, x, y: x.binary_crossentropy_logits(y), R.binary_crossentropy_logits,
+    _nn("binary_crossentropy_logits", lambda T, x, y: x.binary_crossentropy_logits(y),
+        R.binary_crossentropy_logits,
         [case(Arg((10,), domain=WIDE), Arg((10,))), case(Arg((3, 4), "F", domain=WIDE), Arg((3, 4)))],
         domain=PROB, tol=COMPOSITE),
     _nn("solve", lambda T, a, b: a.solve(b), np.linalg.solve,
-        [case(Arg((1, 1), domain=_diag_dominant), Arg((1,))), case(Arg((4, 4), domain=_diag_dominant), Arg((4,))),
-         case(Arg((7, 7), domain=_diag_dominant), Arg((7, 3))),
-         case(Arg((5, 5), "T", domain=_diag_dominant), Arg((5, 2), "F"))], tol=SOLVE),
+        [case(Arg((n, n), domain=diag_dominant), Arg(b)) for n, b in [(1, (1,)), (4, (4,)), (7, (7, 3))]]
+        + [case(Arg((5, 5), "T", domain=diag_dominant), Arg((5, 2), "F"))], tol=SOLVE),
 )
-
-
-def _dropout_train(T, x, p: float):
-    old = T.training
-    T.training = True
-    try:
-        return x, x.dropout(p)
-    finally:
-        T.training = old
-
-
-def _dropout_check(got: Any, p: float) -> None:
-    """Each element is dropped (0) or scaled by 1/(1-p); about a fraction p is dropped."""
-    x, y = (t.numpy().astype(np.float64) for t in got)
-    kept = y != 0
-    np.testing.assert_allclose(y[kept], x[kept] / (1 - p), rtol=1e-6)
-    n = x.size
-    assert abs((~kept).mean() - p) < 7 * math.sqrt(p * (1 - p) / n), (~kept).mean()
 
 # ==== conversion ====
 
-
-def _item_ref(a: np.ndarray) -> Any:
-    return a.item()
-
-
-def _cast_cases(dtype: str) -> list[Case]:
-    return [case(Arg(s, lay), dtype=D(to)) for to in DTYPES
-            for s, lay in [((3, 4), "C"), ((3, 4), "T"), ((0,), "C"), ((), "C")]]
+_CONVERT = [case(Arg(s, lay)) for s, lay in [((), "C"), ((0,), "C"), ((7,), "R"), ((3, 4), "C"),
+                                             ((3, 4), "T"), ((2, 3, 5), "X"), ((3, 4), "E"),
+                                             ((1, 0, 2), "C")]]
+_CASTS = [((3, 4), "C"), ((3, 4), "T"), ((0,), "C"), ((), "C")]
 
 
-_CONVERT = [case(Arg(s, lay)) for s, lay in [((), "C"), ((0,), "C"), ((7,), "R"), ((3, 4), "C"), ((3, 4), "T"),
-                                             ((2, 3, 5), "X"), ((3, 4), "E"), ((1, 0, 2), "C")]]
+def _conv(name: str, call: Callable[..., Any], ref: Callable[..., Any], cases: Callable[[str], list[Case]],
+          **kw: Any) -> Op:
+    return Op(name, "conversion", call, ref, DTYPES, cases, compute="same", **kw)
+
 
 add(
-    Op("numpy", "conversion", lambda T, x: x.numpy(), lambda a: a, DTYPES, fixed(_CONVERT), kind="array",
-       compute="same", tol=EXACT),
-    Op("item", "conversion", lambda T, x: x.item(), _item_ref, DTYPES,
-       fixed([case(Arg(())), case(Arg((1,))), case(Arg((1, 1), "T")), case(Arg((1,), "R"))]),
-       kind="value", compute="same"),
-    Op("tolist", "conversion", lambda T, x: x.tolist(), lambda a: a.tolist(), DTYPES, fixed(_CONVERT),
-       kind="value", compute="same"),
-    Op("to", "conversion", lambda T, x, device: x.to(device), lambda a, device: a, DTYPES,
-       fixed([case(Arg((3, 4)), device=DEFAULT_DEVICE), case(Arg((3, 4), "T"), device=DEFAULT_DEVICE)]),
-       compute="same", tol=EXACT),
-    Op("cast", "conversion", lambda T, x, dtype: x.cast(dtype), lambda a, dtype: a.astype(dtype), DTYPES,
-       _cast_cases, out=lambda dt, dtype: dtype, compute="same", tol=EXACT),
-    Op("float", "conversion", lambda T, x: x.float(), lambda a: a.astype(np.float32), DTYPES,
-       fixed(_CONVERT[2:5]), out=lambda dt: "float32", compute="same", tol=EXACT),
-    Op("int", "conversion", lambda T, x: x.int(), lambda a: a.astype(np.int32), DTYPES,
-       fixed(_CONVERT[2:5]), out=lambda dt: "int32", compute="same", tol=EXACT),
-    Op("bool", "conversion", lambda T, x: x.bool(), lambda a: a.astype(bool), DTYPES,
-       fixed(_CONVERT[2:5]), out=lambda dt: "bool", compute="same", tol=EXACT),
+    _conv("numpy", lambda T, x: x.numpy(), lambda a: a, fixed(_CONVERT), kind="array", tol=EXACT),
+    _conv("item", lambda T, x: x.item(), lambda a: a.item(),
+          fixed([case(Arg(())), case(Arg((1,))), case(Arg((1, 1), "T")), case(Arg((1,), "R"))]),
+          kind="value"),
+    _conv("tolist", lambda T, x: x.tolist(), lambda a: a.tolist(), fixed(_CONVERT), kind="value"),
+    _conv("to", lambda T, x, device: x.to(device), lambda a, device: a,
+          fixed([case(Arg((3, 4)), device=DEFAULT_DEVICE), case(Arg((3, 4), "T"), device=DEFAULT_DEVICE)]),
+          tol=EXACT),
+    _conv("cast", lambda T, x, dtype: x.cast(dtype), lambda a, dtype: a.astype(dtype),
+          fixed([case(Arg(s, lay), dtype=D(to)) for to in DTYPES for s, lay in _CASTS]),
+          out=lambda dt, dtype: dtype, tol=EXACT),
+    _conv("float", lambda T, x: x.float(), lambda a: a.astype(np.float32), fixed(_CONVERT[2:5]),
+          out=lambda dt: "float32", tol=EXACT),
+    _conv("int", lambda T, x: x.int(), lambda a: a.astype(np.int32), fixed(_CONVERT[2:5]),
+          out=lambda dt: "int32", tol=EXACT),  # int32, as in tinygrad and torch
+    _conv("bool", lambda T, x: x.bool(), lambda a: a.astype(bool), fixed(_CONVERT[2:5]),
+          out=lambda dt: "bool", tol=EXACT),
 )
 
 # ==== autograd (stage2+): one smoke test each here; gradients get their own suite ====
@@ -836,12 +714,15 @@ def _no_grad(T, x):
     return bool(y.requires_grad)
 
 
+def _detach(T, x):
+    return bool(T(x.numpy(), requires_grad=True).detach().requires_grad)
+
+
 add(
-    Op("backward", "autograd", _backward, lambda a: 2 * a, FLOATS, fixed([case(Arg((3, 4))), case(Arg((3, 4), "T"))])),
-    Op("detach", "autograd", lambda T, x: bool(T(x.numpy(), requires_grad=True).detach().requires_grad),
-       lambda a: False, FLOATS, fixed([case(Arg((3,)))]), kind="value", compute="same"),
-    Op("requires_grad_", "autograd", lambda T, x: bool(x.requires_grad_().requires_grad), lambda a: True, FLOATS,
-       fixed([case(Arg((3,)))]), kind="value", compute="same"),
-    Op("no_grad", "autograd", _no_grad, lambda a: False, FLOATS, fixed([case(Arg((3,)))]), kind="value",
-       compute="same"),
+    Op("backward", "autograd", _backward, lambda a: 2 * a, FLOATS,
+       fixed([case(Arg((3, 4))), case(Arg((3, 4), "T"))])),
+    Op("detach", "autograd", _detach, lambda a: False, FLOATS, _ONE, kind="value", compute="same"),
+    Op("requires_grad_", "autograd", lambda T, x: bool(x.requires_grad_().requires_grad), lambda a: True,
+       FLOATS, _ONE, kind="value", compute="same"),
+    Op("no_grad", "autograd", _no_grad, lambda a: False, FLOATS, _ONE, kind="value", compute="same"),
 )

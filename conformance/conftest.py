@@ -28,6 +28,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "needs(*ops): capability-table ops a test needs besides its `op`")
+    try:
+        select(config.getoption("stage"))
+    except ModuleNotFoundError as e:
+        raise pytest.UsageError(str(e)) from e
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

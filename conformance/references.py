@@ -1,4 +1,6 @@
-"""numpy references, in float64, for the ops numpy has no twin for.
+"""numpy references for the catalogue: twins of movement ops whose numpy spelling differs, the
+float64 definitions of ops numpy has no twin for (gelu, softmax, conv2d, attention, losses...),
+and the laws that random ops must follow.
 
 Each is the textbook definition written for clarity, not speed: the catalogue calls them on
 float64 copies of the inputs and casts the answer to the dtype the contract promises.
@@ -7,8 +9,80 @@ float64 copies of the inputs and casts the answer to the dtype the contract prom
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
+
+# ---- movement and reductions whose numpy spelling differs ----
+
+
+def shrink(a: np.ndarray, arg: tuple) -> np.ndarray:
+    return a[tuple(slice(None) if p is None else slice(*p) for p in arg)]
+
+
+def pad(a: np.ndarray, arg: tuple) -> np.ndarray:
+    return np.pad(a, [(0, 0) if p is None else p for p in arg])
+
+
+def squeeze(a: np.ndarray, axis: Any = None) -> np.ndarray:
+    """torch and tinygrad leave a dim that is not 1 alone where numpy would raise."""
+    if axis is None:
+        return np.squeeze(a)
+    return np.squeeze(a, axis) if a.shape[axis] == 1 else a
+
+
+def expand(a: np.ndarray, shape: tuple) -> np.ndarray:
+    """-1 keeps the size of the dim it lines up with (from the right)."""
+    shape = tuple(a.shape[i - len(shape) + a.ndim] if n == -1 else n for i, n in enumerate(shape))
+    return np.broadcast_to(a, shape)
+
+
+def unflatten(a: np.ndarray, dim: int, sizes: tuple) -> np.ndarray:
+    d = dim % a.ndim
+    return a.reshape(a.shape[:d] + tuple(sizes) + a.shape[d + 1:])
+
+
+def chunk(a: np.ndarray, chunks: int, dim: int = 0) -> list[np.ndarray]:
+    size = -(-a.shape[dim] // chunks)
+    return np.split(a, range(size, a.shape[dim], size), axis=dim)
+
+
+def split(a: np.ndarray, sizes: Any, dim: int = 0) -> list[np.ndarray]:
+    if isinstance(sizes, int):
+        return np.split(a, range(sizes, a.shape[dim], sizes), axis=dim)
+    return np.split(a, np.cumsum(sizes)[:-1], axis=dim)
+
+
+def flatten(a: np.ndarray, start_dim: int = 0, end_dim: int = -1) -> np.ndarray:
+    """torch's flatten: a 0-d tensor becomes shape (1,)."""
+    if a.ndim == 0:
+        return a.reshape(1)
+    s, e = start_dim % a.ndim, end_dim % a.ndim
+    return a.reshape(a.shape[:s] + (math.prod(a.shape[s:e + 1]),) + a.shape[e + 1:])
+
+
+def var(a: np.ndarray, axis: Any, keepdim: bool, correction: int = 1) -> np.ndarray:
+    return np.var(a, axis=axis, keepdims=keepdim, ddof=correction)
+
+
+def std(a: np.ndarray, axis: Any, keepdim: bool, correction: int = 1) -> np.ndarray:
+    return np.std(a, axis=axis, keepdims=keepdim, ddof=correction)
+
+
+def arg_extreme(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+    """numpy's argmax/argmin already return the first index of the extreme value; axis=None is
+    the index into the flattened tensor."""
+
+    def ref(a: np.ndarray, axis: Any, keepdim: bool) -> np.ndarray:
+        if axis is None:
+            return np.asarray(fn(a.reshape(-1))).reshape((1,) * a.ndim if keepdim else ())
+        return fn(a, axis=axis, keepdims=keepdim)
+
+    return ref
+
+
+# ---- elementwise, reductions and NN functional, in float64 ----
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
@@ -138,3 +212,81 @@ def binary_crossentropy(p, y) -> np.ndarray:
 
 def binary_crossentropy_logits(x, y) -> np.ndarray:
     return binary_crossentropy(sigmoid(x), y)
+
+
+# ---- random ops: laws, not values ----
+
+
+def random_law(lo: float, hi: float, mean: float, std: float) -> Callable[..., None]:
+    """Values in [lo, hi), and a sample mean/std within 7 standard errors of the law's."""
+
+    def check(x: np.ndarray, **_: Any) -> None:
+        assert x.size and np.all(x >= lo) and np.all(x < hi), (x.min(), x.max())
+        n = x.size
+        assert abs(x.mean() - mean) < 7 * std / math.sqrt(n) + 1e-3, x.mean()
+        assert abs(x.std() - std) < 0.05 * std + 1e-3, x.std()
+
+    return check
+
+
+def init_law(bound: Callable[[tuple], float]) -> Callable[..., None]:
+    """Weight initialisers: uniform in [-bound, bound], reaching near the bound, centred."""
+
+    def check(x: np.ndarray, shape: tuple, **_: Any) -> None:
+        b = bound(shape)
+        assert np.all(np.abs(x) <= b), (np.abs(x).max(), b)
+        assert np.abs(x).max() > 0.8 * b and abs(x.mean()) < 0.1 * b, (np.abs(x).max(), x.mean(), b)
+
+    return check
+
+
+def kaiming_bound(shape: tuple, a: float = 0.01) -> float:
+    return math.sqrt(2.0 / (1 + a * a)) * math.sqrt(3.0 / math.prod(shape[1:]))
+
+
+def glorot_bound(shape: tuple) -> float:
+    return math.sqrt(6.0 / (shape[0] + math.prod(shape[1:])))
+
+
+def three_draws(T, seed: int):
+    """Two draws after the same seed, the draw that follows the second, and one after another seed."""
+    T.manual_seed(seed)
+    a = T.rand(64).numpy()
+    T.manual_seed(seed)
+    b = T.rand(64).numpy()
+    following = T.rand(64).numpy()
+    T.manual_seed(seed + 1)
+    c = T.rand(64).numpy()
+    return a, b, following, c
+
+
+def seed_law(draws, **_: Any) -> None:
+    a, b, following, c = draws
+    assert np.array_equal(a, b), "the same seed must give the same draw"
+    assert not np.array_equal(b, following), "the stream must move on after a draw"
+    assert not np.array_equal(a, c), "another seed must give another draw"
+
+
+def randint_law(x: np.ndarray, low: int, high: int, **_: Any) -> None:
+    assert x.dtype in (np.int32, np.int64), x.dtype
+    assert np.all(x >= low) and np.all(x < high), (x.min(), x.max())
+    assert set(np.unique(x)) == set(range(low, high)), np.unique(x)
+
+
+def dropout_train(T, x, p: float):
+    """x and x.dropout(p) with Tensor.training switched on for the call only."""
+    old = T.training
+    T.training = True
+    try:
+        return x, x.dropout(p)
+    finally:
+        T.training = old
+
+
+def dropout_law(got: Any, p: float) -> None:
+    """Each element is dropped (0) or scaled by 1/(1-p); about a fraction p is dropped."""
+    x, y = (t.numpy().astype(np.float64) for t in got)
+    kept = y != 0
+    np.testing.assert_allclose(y[kept], x[kept] / (1 - p), rtol=1e-6)
+    n = x.size
+    assert abs((~kept).mean() - p) < 7 * math.sqrt(p * (1 - p) / n), (~kept).mean()

@@ -57,13 +57,15 @@ def _other_device(stage) -> str:
 
 ERRORS = [
     # ValueError: shapes and values
-    Bad("add-broadcast", lambda T, s: _ones(T, 2, 3) + _ones(T, 4), ValueError, r"add|\+|broadcast", shape(2, 3)),
-    Bad("mul-broadcast", lambda T, s: _ones(T, 3, 4) * _ones(T, 3), ValueError, r"mul|\*|broadcast", shape(3, 4)),
+    Bad("add-broadcast", lambda T, s: _ones(T, 2, 3) + _ones(T, 4), ValueError, r"add|\+|broadcast",
+        shape(2, 3)),
+    Bad("mul-broadcast", lambda T, s: _ones(T, 3, 4) * _ones(T, 3), ValueError, r"mul|\*|broadcast",
+        shape(3, 4)),
     Bad("where-broadcast", lambda T, s: (_ones(T, 2, 3) > 0).where(_ones(T, 3, 2), 0.0), ValueError,
         r"where|broadcast", shape(3, 2)),
     Bad("matmul-inner", lambda T, s: _ones(T, 2, 3) @ _ones(T, 4, 5), ValueError, "matmul", shape(2, 3)),
-    Bad("matmul-batch", lambda T, s: _ones(T, 2, 3, 4).matmul(_ones(T, 3, 4, 5)), ValueError, r"matmul|broadcast",
-        shape(2, 3, 4)),
+    Bad("matmul-batch", lambda T, s: _ones(T, 2, 3, 4).matmul(_ones(T, 3, 4, 5)), ValueError,
+        r"matmul|broadcast", shape(2, 3, 4)),
     Bad("matmul-0d", lambda T, s: _ones(T) @ _ones(T, 3), ValueError, "matmul", shape()),
     Bad("reshape-size", lambda T, s: _ones(T, 2, 3).reshape(4, 2), ValueError, "reshape", shape(2, 3)),
     Bad("reshape-two-minus-one", lambda T, s: _ones(T, 2, 3).reshape(-1, -1), ValueError, "reshape",
@@ -75,17 +77,19 @@ ERRORS = [
     Bad("stack-shapes", lambda T, s: _ones(T, 2, 3).stack(_ones(T, 3, 2)), ValueError, "stack", shape(3, 2)),
     Bad("expand", lambda T, s: _ones(T, 2, 3).expand(4, 3), ValueError, "expand", shape(2, 3)),
     Bad("pad-arity", lambda T, s: _ones(T, 2, 3).pad(((1, 1),)), ValueError, "pad", shape(2, 3)),
-    Bad("shrink-bounds", lambda T, s: _ones(T, 2, 3).shrink(((0, 5), (0, 3))), ValueError, "shrink", shape(2, 3)),
+    Bad("shrink-bounds", lambda T, s: _ones(T, 2, 3).shrink(((0, 5), (0, 3))), ValueError, "shrink",
+        shape(2, 3)),
     Bad("split-sizes", lambda T, s: _ones(T, 6).split([2, 2]), ValueError, "split", shape(6)),
     Bad("unflatten-sizes", lambda T, s: _ones(T, 2, 6).unflatten(1, (4, 2)), ValueError, r"unflatten|reshape",
         shape(2, 6)),
-    Bad("conv2d-channels", lambda T, s: _ones(T, 1, 3, 5, 5).conv2d(_ones(T, 2, 4, 3, 3)), ValueError, "conv2d",
-        shape(1, 3, 5, 5) + "|" + shape(2, 4, 3, 3), needs=("conv2d",)),
+    Bad("conv2d-channels", lambda T, s: _ones(T, 1, 3, 5, 5).conv2d(_ones(T, 2, 4, 3, 3)), ValueError,
+        "conv2d", shape(1, 3, 5, 5) + "|" + shape(2, 4, 3, 3), needs=("conv2d",)),
     Bad("conv2d-kernel-too-big", lambda T, s: _ones(T, 1, 1, 3, 3).conv2d(_ones(T, 1, 1, 5, 5)), ValueError,
         "conv2d", shape(1, 1, 3, 3), needs=("conv2d",)),
     Bad("max_pool2d-kernel-too-big", lambda T, s: _ones(T, 1, 1, 3, 3).max_pool2d(kernel_size=5), ValueError,
         "max_pool2d", shape(1, 1, 3, 3), needs=("max_pool2d",)),
-    Bad("conv2d-stride-zero", lambda T, s: _ones(T, 1, 1, 3, 3).conv2d(_ones(T, 1, 1, 2, 2), stride=0), ValueError,
+    Bad("conv2d-stride-zero", lambda T, s: _ones(T, 1, 1, 3, 3).conv2d(_ones(T, 1, 1, 2, 2), stride=0),
+        ValueError,
         "conv2d", r"stride", needs=("conv2d",)),
     Bad("linear-inner", lambda T, s: _ones(T, 2, 3).linear(_ones(T, 4, 5)), ValueError, r"linear|matmul",
         shape(2, 3), needs=("linear",)),
@@ -95,13 +99,15 @@ ERRORS = [
         needs=("solve",)),
     Bad("max-empty", lambda T, s: T.ones(2, 0).max(axis=1), ValueError, "max", shape(2, 0)),
     Bad("item-numel", lambda T, s: _ones(T, 2).item(), ValueError, "item", shape(2)),
-    Bad("ragged-list", lambda T, s: T([[1, 2], [3]]), ValueError, "Tensor", r"ragged|rectangular|inhomogeneous"),
+    Bad("ragged-list", lambda T, s: T([[1, 2], [3]]), ValueError, "Tensor",
+        r"ragged|rectangular|inhomogeneous"),
     # IndexError: indices and axes
     Bad("int-index", lambda T, s: _ones(T, 3)[3], IndexError, r"getitem|index", shape(3)),
     Bad("int-index-negative", lambda T, s: _ones(T, 3, 4)[-4], IndexError, r"getitem|index", shape(3, 4)),
     Bad("int-index-inner", lambda T, s: _ones(T, 3, 4)[0, 4], IndexError, r"getitem|index", shape(3, 4)),
     Bad("too-many-indices", lambda T, s: _ones(T, 3)[0, 0], IndexError, r"getitem|index", shape(3)),
-    Bad("index-tensor", lambda T, s: _ones(T, 3)[_index(T, [0, 3])], IndexError, r"getitem|index|gather", shape(3)),
+    Bad("index-tensor", lambda T, s: _ones(T, 3)[_index(T, [0, 3])], IndexError, r"getitem|index|gather",
+        shape(3)),
     Bad("index-tensor-negative", lambda T, s: _ones(T, 3, 2)[_index(T, [-4])], IndexError,
         r"getitem|index|gather", shape(3, 2)),
     Bad("index-list", lambda T, s: _ones(T, 3)[[1, 5]], IndexError, r"getitem|index|gather", shape(3)),
@@ -136,7 +142,8 @@ ERRORS = [
     # RuntimeError: devices
     Bad("device-create", lambda T, s: T([1.0, 2.0], device=_other_device(s)), RuntimeError, r"device|Tensor",
         r"(?i)cuda|tpu"),
-    Bad("device-to", lambda T, s: _ones(T, 2).to(_other_device(s)), RuntimeError, r"device|to", r"(?i)cuda|tpu"),
+    Bad("device-to", lambda T, s: _ones(T, 2).to(_other_device(s)), RuntimeError, r"device|to",
+        r"(?i)cuda|tpu"),
 ]
 
 PARAMS = [pytest.param(bad, id=bad.id, marks=[pytest.mark.needs(*bad.needs)]) for bad in ERRORS]
@@ -147,7 +154,8 @@ def test_error(stage, bad):
     with pytest.raises(bad.exc) as info:
         bad.fn(stage.module.Tensor, stage)
     message = str(info.value)
-    assert re.search(bad.op, message, re.IGNORECASE), f"the message {message!r} does not name the op /{bad.op}/"
+    assert re.search(bad.op, message,
+                     re.IGNORECASE), f"the message {message!r} does not name the op /{bad.op}/"
     assert re.search(bad.detail, message), f"the message {message!r} does not name /{bad.detail}/"
 
 
@@ -219,5 +227,6 @@ def test_bad_inputs_never_crash(stage, tmp_path: Path):
     script.write_text(textwrap.dedent(CHILD.format(root=root, name=stage.name)))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONSTARTUP"}
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env)
-    assert proc.returncode == 0, f"child exited {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    output = f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    assert proc.returncode == 0, f"child exited {proc.returncode}\n{output}"
     assert "survived" in proc.stdout, proc.stdout

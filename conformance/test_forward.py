@@ -5,6 +5,7 @@
   views), checking the result's shape, its dtype (from docs/api-contract.md, not numpy's rules)
   and its values within the op's stated tolerance.
 - test_promotion: binary ops on every pair of input dtypes follow the contract's lattice.
+- test_capability_table: every op the capability table names is one the catalogue tests.
 
 Whether movement ops share storage is not checked here: the API exposes no storage and no
 in-place write, so sharing is unobservable through it (each stage's own tests look inside).
@@ -18,6 +19,7 @@ import pytest
 from conformance.cases import ANY, DTYPES, NONZERO, is_float, promote, to_float
 from conformance.catalogue import CATALOGUE, COMPOSITE, ELEMENTWISE
 from conformance.checks import assert_tensor, run_case, seed
+from conformance.stages import STAGES
 
 CASES = [pytest.param(op, dtype, case, id=f"{op.name}-{dtype}-{case.id}")
          for op in CATALOGUE for dtype in op.dtypes for case in op.cases(dtype)]
@@ -55,3 +57,10 @@ def test_promotion(stage, op, left, right):
     expected = op.ref(a.astype(compute), b.astype(compute)).astype(out)
     got = op.call(T, T(a, dtype=getattr(dtypes, left)), T(b, dtype=getattr(dtypes, right)))
     assert_tensor(got, expected, out, COMPOSITE if op.name == "div" else ELEMENTWISE)
+
+
+def test_capability_table():
+    """A misspelt key in stages.py would xfail nothing and hide nothing: refuse it."""
+    known = {op.needs for op in CATALOGUE}
+    for stage in STAGES:
+        assert set(stage.missing) <= known, (stage.name, sorted(set(stage.missing) - known))

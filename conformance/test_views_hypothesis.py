@@ -3,8 +3,12 @@
 - test_view_chain: a random chain of movement ops (reshape, permute, expand, shrink, flip, pad,
   squeeze/unsqueeze, flatten, transpose, getitem with ints, slices of any step, None, Ellipsis,
   integer lists and integer tensors) applied to our Tensor and to a numpy array: after every step
-  the shape, the dtype and every value agree; then an elementwise op and a reduction read the
-  final view through its strides.
+  the shape, the dtype and every value agree; then elementwise ops and a cast read the final
+  view through its strides.
+- test_reduce_on_views: sum / max / min / mean / argmax / cumsum over random axes (with keepdim)
+  of a random view chain; argmax over repeated values checks "first index".
+- test_matmul_broadcast: matmul of random batched, broadcast and 1-d shapes, any layouts and
+  dtype pairs.
 - test_broadcast_binary: elementwise ops between random mutually broadcastable shapes and dtypes,
   each operand possibly a non-contiguous view: result shape, contract dtype and values agree.
 - test_broadcast_mismatch: shapes that do not broadcast raise ValueError, naming the shapes.
@@ -23,10 +27,12 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import mutually_broadcastable_shapes
 
+from conformance import references as R
 from conformance.cases import COARSE, DTYPES, LAYOUTS, is_float, layout_applies, promote
 from conformance.checks import EXAMPLES, seed
 
-pytestmark = pytest.mark.needs("reshape", "permute", "expand", "shrink", "flip", "pad", "getitem")
+pytestmark = pytest.mark.needs("reshape", "permute", "expand", "shrink", "flip", "pad", "getitem", "squeeze",
+                               "unsqueeze", "flatten", "transpose")
 
 
 def base_array(shape: tuple, dtype: str) -> np.ndarray:
@@ -76,7 +82,9 @@ def draw_key(draw, shape: tuple, T) -> tuple[tuple, tuple]:
     """A getitem key as (ours, numpy's). At most one integer list / tensor, and then no int
     indices in the same key (numpy and torch place the result dims differently there)."""
     ours, ref = [], []
-    advanced = draw(st.sampled_from([None] + list(range(len(shape))))) if shape and draw(st.booleans()) else None
+    advanced = None
+    if shape and draw(st.booleans()):
+        advanced = draw(st.sampled_from(range(len(shape))))
     if advanced is not None and shape[advanced] == 0:
         advanced = None
     for axis, n in enumerate(shape):
@@ -173,28 +181,6 @@ def assert_same(x, a: np.ndarray, where: str) -> None:
     np.testing.assert_array_equal(x.numpy(), a, err_msg=where, strict=True)
 
 
-@given(data=st.data())
-def test_view_chain(stage, data):
-    EXAMPLES["test_view_chain"] += 1
-    T, dtypes = stage.module.Tensor, stage.module.dtypes
-    dtype = data.draw(st.sampled_from(DTYPES), label="dtype")
-    a = base_array(data.draw(shapes(), label="shape"), dtype)
-    x = T(a, dtype=getattr(dtypes, dtype))
-    chain = [f"Tensor{a.shape}"]
-    for _ in range(data.draw(st.integers(1, 6), label="steps")):
-        name, x, a = view_step(data.draw, x, a, T)
-        chain.append(name)
-        assert_same(x, a, " -> ".join(chain))
-    where = " -> ".join(chain)
-    if dtype == "bool":
-        assert_same(x | x, a | a, where + " -> x | x")
-    else:
-        assert_same(x + x, a + a, where + " -> x + x")
-        total = a.sum(dtype=np.int64 if not is_float(dtype) else np.float64).astype(
-            "int64" if not is_float(dtype) else dtype)
-        assert_same(x.sum(), np.asarray(total), where + " -> sum()")
-
-
 BINARY = {
     "add": (lambda x, y: x + y, np.add),
     "sub": (lambda x, y: x - y, np.subtract),
@@ -214,7 +200,106 @@ def operand(draw, T, shape: tuple, dtype: str, dtypes, rng):
     return layout.ours(T(base, dtype=getattr(dtypes, dtype)), shape), layout.ref(base, shape)
 
 
-@given(data=st.data(), shapes=mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=4, min_side=0, max_side=4))
+def view_chain(data, T, dtypes, dtype: str, max_steps: int) -> tuple[object, np.ndarray, str]:
+    """A random base tensor and a random chain of views of it, checked after every step."""
+    a = base_array(data.draw(shapes(), label="shape"), dtype)
+    x = T(a, dtype=getattr(dtypes, dtype))
+    chain = [f"Tensor{a.shape}"]
+    for _ in range(data.draw(st.integers(0 if max_steps < 6 else 1, max_steps), label="steps")):
+        name, x, a = view_step(data.draw, x, a, T)
+        chain.append(name)
+        assert_same(x, a, " -> ".join(chain))
+    return x, a, " -> ".join(chain)
+
+
+@given(data=st.data())
+def test_view_chain(stage, data):
+    EXAMPLES["test_view_chain"] += 1
+    T, dtypes = stage.module.Tensor, stage.module.dtypes
+    dtype = data.draw(st.sampled_from(DTYPES), label="dtype")
+    x, a, where = view_chain(data, T, dtypes, dtype, max_steps=6)
+    # kernels reading the final view through its strides, alone and against a contiguous copy
+    if dtype == "bool":
+        assert_same(x | x.contiguous(), a | a, where + " -> x | x.contiguous()")
+        assert_same(~x, ~a, where + " -> ~x")
+    else:
+        assert_same(x + x.contiguous(), a + a, where + " -> x + x.contiguous()")
+        assert_same(-x, -a, where + " -> -x")
+    assert_same(x.cast(dtypes.float64), a.astype(np.float64), where + " -> cast(float64)")
+
+
+def reduce_args(draw, shape: tuple, name: str) -> dict:
+    """axis (None, one axis, or for sum/max/min a tuple) and keepdim for a reduction of shape."""
+    nd = len(shape)
+    kinds = ["none"] + (["int", "int"] if nd else [])
+    if nd and name in ("sum", "max", "min"):
+        kinds.append("tuple")
+    kind = draw(st.sampled_from(kinds))
+    if kind == "none":
+        axis = None
+    elif kind == "int":
+        axis = draw(st.integers(-nd, nd - 1))
+    else:
+        axis = tuple(draw(st.lists(st.integers(0, nd - 1), min_size=1, max_size=nd, unique=True)))
+    return {"axis": axis, "keepdim": draw(st.booleans())}
+
+
+REDUCTIONS = {  # our call, numpy's, and the result dtype for an input dtype (docs/api-contract.md)
+    "sum": (lambda x, k: x.sum(**k), lambda a, k: np.sum(a, k["axis"], keepdims=k["keepdim"]),
+            lambda d: "int64" if d in ("bool", "int32") else d),
+    "max": (lambda x, k: x.max(**k), lambda a, k: np.max(a, k["axis"], keepdims=k["keepdim"]), lambda d: d),
+    "min": (lambda x, k: x.min(**k), lambda a, k: np.min(a, k["axis"], keepdims=k["keepdim"]), lambda d: d),
+    "mean": (lambda x, k: x.mean(**k), lambda a, k: np.mean(a, k["axis"], np.float64, keepdims=k["keepdim"]),
+             lambda d: d if is_float(d) else "float32"),
+    "argmax": (lambda x, k: x.argmax(**k), lambda a, k: R.arg_extreme(np.argmax)(a, **k), lambda d: "int64"),
+    "cumsum": (lambda x, k: x.cumsum(k["axis"]), lambda a, k: np.cumsum(a, k["axis"]),
+               lambda d: "int64" if d in ("bool", "int32") else d),
+}
+
+
+@given(data=st.data())
+def test_reduce_on_views(stage, data):
+    """Reductions over random axes of random views: the (outer, reduced, inner) strides the kernels
+    get come from merging whatever the view chain left. Values are quarters, so float sums are exact."""
+    EXAMPLES["test_reduce_on_views"] += 1
+    T, dtypes = stage.module.Tensor, stage.module.dtypes
+    name = data.draw(st.sampled_from(sorted(REDUCTIONS)), label="op")
+    dtype = data.draw(st.sampled_from(DTYPES if name != "mean" else DTYPES[1:]), label="dtype")
+    x, a, where = view_chain(data, T, dtypes, dtype, max_steps=4)
+    k = reduce_args(data.draw, a.shape, name)
+    if name == "cumsum":
+        assume(a.ndim > 0)
+        k["axis"] = k["axis"] if isinstance(k["axis"], int) else 0
+    axes = range(a.ndim) if k["axis"] is None else np.atleast_1d(k["axis"])
+    if name in ("max", "min", "argmax", "mean"):
+        assume(all(a.shape[i] > 0 for i in axes))  # no identity for an empty reduction
+    ours, ref, out = REDUCTIONS[name]
+    expected = np.asarray(ref(a, k)).astype(out(dtype))
+    assert_same(ours(x, k), expected, f"{where} -> {name}({k})")
+
+
+MATMUL_SHAPES = mutually_broadcastable_shapes(signature="(m?,n),(n,p?)->(m?,p?)", max_dims=3, min_side=0,
+                                              max_side=5)
+BINARY_SHAPES = mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=4, min_side=0, max_side=4)
+
+
+@given(data=st.data(), shapes=MATMUL_SHAPES)
+def test_matmul_broadcast(stage, data, shapes):
+    """matmul of random (batched, broadcast, 1-d) shapes and layouts. Inputs are halves and sums
+    short, so every dtype's result is exact."""
+    EXAMPLES["test_matmul_broadcast"] += 1
+    T, dtypes = stage.module.Tensor, stage.module.dtypes
+    dts = [data.draw(st.sampled_from(DTYPES[1:]), label=f"dtype{i}") for i in range(2)]
+    rng = np.random.default_rng(seed("matmul", *dts, *shapes.input_shapes))
+    (x, a), (y, b) = [operand(data.draw, T, s, dt, dtypes, rng)
+                      for s, dt in zip(shapes.input_shapes, dts, strict=True)]
+    out = promote(*dts)
+    wide = "float64" if is_float(out) else out
+    expected = np.asarray(np.matmul(a.astype(wide), b.astype(wide))).astype(out)
+    assert_same(x @ y, expected, f"matmul({a.shape}:{dts[0]}, {b.shape}:{dts[1]})")
+
+
+@given(data=st.data(), shapes=BINARY_SHAPES)
 def test_broadcast_binary(stage, data, shapes):
     EXAMPLES["test_broadcast_binary"] += 1
     T, dtypes = stage.module.Tensor, stage.module.dtypes
@@ -222,8 +307,8 @@ def test_broadcast_binary(stage, data, shapes):
     dts = [data.draw(st.sampled_from(DTYPES), label=f"dtype{i}") for i in range(2)]
     assume(not (name == "sub" and "bool" in dts))
     rng = np.random.default_rng(seed(name, *dts, *shapes.input_shapes))
-    pairs = [operand(data.draw, T, s, dt, dtypes, rng) for s, dt in zip(shapes.input_shapes, dts, strict=True)]
-    (x, a), (y, b) = pairs
+    (x, a), (y, b) = [operand(data.draw, T, s, dt, dtypes, rng)
+                      for s, dt in zip(shapes.input_shapes, dts, strict=True)]
     ours, ref = BINARY[name]
     out = "bool" if name in ("lt", "eq") else promote(*dts)
     compute = promote(*dts)

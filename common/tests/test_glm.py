@@ -79,13 +79,8 @@ def test_logreg_close_to_sklearn(Tensor, vader_fetched):
     result = train_logreg(Tensor, data, steps=150, lr=2.0, momentum=0.9, C=1.0, progress=False)
     assert result.metrics["test_acc"] >= ref["test_acc"] - 0.02
     assert result.metrics["val_acc"] >= ref["val_acc"] - 0.02
-    # same objective: ours must come close to sklearn's optimum of mean log-loss + |w|² / (2 C n)
-    from sklearn.linear_model import LogisticRegression as SkLogistic
-
-    sk = SkLogistic(C=1.0, max_iter=1000).fit(data.x_train, data.y_train)
-    z = data.x_train.astype(np.float64) @ sk.coef_[0] + sk.intercept_[0]
-    sk_obj = np.mean(np.logaddexp(0, z) - data.y_train * z) + sk.coef_[0] @ sk.coef_[0] / (2 * len(z))
-    assert sk_obj <= result.losses[-1] < sk_obj + 0.02
+    # same objective (mean log-loss + |w|² / (2 C n)): ours must come close to sklearn's optimum
+    assert ref["train_objective"] <= result.losses[-1] < ref["train_objective"] + 0.02
 
 
 def test_softmax_mnist5k(Tensor):
