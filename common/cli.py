@@ -97,6 +97,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_diff(args: argparse.Namespace) -> int:
+    from common import stagediff
+
+    return stagediff.main([*args.stages, *(["--stat"] if args.stat else [])])
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sitp", description="Structure and Interpretation of Tensor Programs"
@@ -120,6 +126,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--no-reference", action="store_true", help="skip the sklearn reference fit")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
     train.set_defaults(func=cmd_train)
+    diff = commands.add_parser("diff", help="the lesson between two stages (files that changed, lines per file)")
+    diff.add_argument("stages", nargs="*", default=["1", "2"], help="two stage numbers, e.g. 1 2")
+    diff.add_argument("--stat", action="store_true", help="only the changed-lines table")
+    diff.set_defaults(func=cmd_diff)
     return parser
 
 
