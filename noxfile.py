@@ -75,6 +75,13 @@ def bench(session: nox.Session) -> None:
     session.run("python", "-m", "benchmarks.report", "benchmarks/results/kernels.json")
 
 
+@nox.session(default=False)
+def gemm(session: nox.Session) -> None:
+    """The CPU GEMM ladder leaderboard: every variant x size, 1 and 2 threads, vs OpenBLAS and torch."""
+    install(session, "test", "gemm")
+    session.error("gemm: the leaderboard suite is not written yet")
+
+
 @nox.session(default=False, venv_backend="none")
 def diff(session: nox.Session) -> None:
     """The lesson between two stages: `nox -s diff -- 1 2`."""
