@@ -13,6 +13,7 @@ import hashlib
 import importlib.machinery
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -34,6 +35,9 @@ def _flags() -> list[str]:
         flags.append("-march=native")
     if os.environ.get("SITP_SANITIZE") == "address":
         flags = ["-O1", "-g", "-std=c11", "-fsanitize=address", "-fno-omit-frame-pointer"]
+    # The threaded GEMM rungs use OpenMP where the compiler has it, and run serially where not.
+    if _links_openmp():
+        flags.append("-fopenmp")
     return flags
 
 
@@ -45,6 +49,26 @@ def _supports(flag: str) -> bool:
     probe = subprocess.run([_compiler(), flag, "-x", "c", "-c", "-o", os.devnull, "-"],
                            input=b"int x;", capture_output=True)
     return probe.returncode == 0
+
+
+def _links_openmp() -> bool:
+    with tempfile.TemporaryDirectory() as tmp:
+        probe = subprocess.run([_compiler(), "-fopenmp", "-x", "c", "-o", str(Path(tmp) / "probe"), "-"],
+                               input=b"#include <omp.h>\nint main(void) { return omp_get_max_threads() < 1; }",
+                               capture_output=True)
+    return probe.returncode == 0
+
+
+def gemm_variants() -> list[str]:
+    """The float32 GEMM ladder: one entry point per csrc/gemm_NN_idea.c, named like its file."""
+    return sorted(p.stem for p in CSRC.glob("gemm_[0-9][0-9]_*.c"))
+
+
+def _gemm_declarations() -> str:
+    """`int gemm_NN_idea(<GEMM_PARAMS>);` for every rung, with the parameter list read from gemm_ladder.h."""
+    header = (CSRC / "gemm_ladder.h").read_text()
+    params = re.search(r"^#define GEMM_PARAMS (.*)$", header, re.M).group(1).strip()
+    return "".join(f"int {name}({params});\n" for name in gemm_variants())
 
 
 def _cache_dir() -> Path:
@@ -65,10 +89,12 @@ def _fingerprint(sources: list[Path], flags: list[str]) -> str:
 
 def _build(target: Path, flags: list[str]) -> None:
     ffi = cffi.FFI()
-    ffi.cdef((CSRC / "api.h").read_text())
+    gemms = _gemm_declarations()
+    ffi.cdef((CSRC / "api.h").read_text() + gemms)
     sources = sorted(str(p) for p in CSRC.glob("*.c"))
-    ldflags = ["-fsanitize=address"] if "-fsanitize=address" in flags else []
-    ffi.set_source(MODULE, '#include "kernels.h"', sources=sources, include_dirs=[str(CSRC)],
+    ldflags = [f for f in flags if f in ("-fsanitize=address", "-fopenmp")]
+    ffi.set_source(MODULE, '#include "gemm_ladder.h"  /* and kernels.h */\n' + gemms, sources=sources,
+                   include_dirs=[str(CSRC)],
                    extra_compile_args=flags, extra_link_args=ldflags, libraries=["m"])
     # Build in a private temp dir and rename into place, so two processes never see half a file.
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -7,6 +7,7 @@ import math
 
 from .ckernels import lib
 from .dtype import dtypes, float_of, promote
+from .gemm import batched_matmul
 from .shape import broadcast_shapes
 
 
@@ -42,10 +43,15 @@ class FunctionalMixin:
         except ValueError:
             raise ValueError(f"matmul: the batch dims of shapes {a.shape} and {b.shape} cannot broadcast") from None
         count = math.prod(batch)
+        if a2.ndim > 2 and b2.ndim == 2:
+            # (..., M, K) @ (K, N) is one (count*M, K) @ (K, N) GEMM: fold the batch into the rows
+            # instead of copying b once per batch (a Linear layer on a (B, T, C) input).
+            out = a2.reshape(count * M, K).matmul(b2).reshape(batch + (M, N))
+            return out.squeeze(-1) if b.ndim == 1 else out
         a3 = a2.cast(dtype)._broadcast_to(batch + (M, K)).contiguous()
         b3 = b2.cast(dtype)._broadcast_to(batch + (K, N)).contiguous()
         out = a3._alloc(batch + (M, N), dtype)
-        assert lib.matmul(dtype.code, out._ptr(), a3._ptr(), b3._ptr(), count, M, N, K) == 0
+        batched_matmul(dtype, out, a3, b3, count, M, N, K)
         if a.ndim == 1:
             out = out.squeeze(-2)
         if b.ndim == 1:

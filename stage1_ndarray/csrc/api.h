@@ -52,6 +52,12 @@ int rand_uniform(int dtype, void *out, int64_t n, uint64_t seed, uint64_t counte
 int matmul(int dtype, void *out, const void *a, const void *b,
            int64_t batch, int64_t M, int64_t N, int64_t K);
 
+/* gemm_NN_idea.c: the float32 GEMM ladder, C = alpha * A @ B + beta * C with strided A and B,
+   one rung per file and one signature for all (GEMM_PARAMS in gemm_ladder.h); ckernels.py
+   declares each rung from its file name. gemm_ladder.c says what the build holds. */
+int gemm_has_openmp(void);
+int gemm_has_avx2_fma(void);
+
 /* solve.c: solves a (n, n) @ x = b (n, nrhs) in place (a is destroyed, b becomes x).
    Returns 1 when a is singular. */
 int solve(int dtype, void *a, void *b, int64_t n, int64_t nrhs);
