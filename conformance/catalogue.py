@@ -726,3 +726,173 @@ add(
        FLOATS, _ONE, kind="value", compute="same"),
     Op("no_grad", "autograd", _no_grad, lambda a: False, FLOATS, _ONE, kind="value", compute="same"),
 )
+
+# ==== gradients (stage2+): how test_grad.py checks each differentiable op ====
+#
+# Movement ops only move values, so their gradient is the adjoint of an index map: replaying the
+# op's numpy reference on the positions 1..n of each input tells where every output element came
+# from, and the gradient must add the output's cotangent back there (exactly, in every dtype).
+# Every other float op is checked against torch's autograd on the same inputs; `t` is the torch
+# module, the other arguments are torch tensors (or the case's params), as in `call`.
+
+MOVED = {"T", "reshape", "view", "permute", "transpose", "expand", "pad", "shrink", "flip", "flatten",
+         "unflatten", "squeeze", "unsqueeze", "contiguous", "getitem", "cat", "stack", "split", "chunk", "repeat",
+         "to", "dropout"}
+
+
+def _t_dims(axis: Any) -> tuple:
+    return () if axis is None else (axis,) if isinstance(axis, int) else tuple(axis)
+
+
+def _t_reduce(name: str) -> Callable[..., Any]:
+    def ref(t, x, axis, keepdim, **k):
+        if axis is None:
+            return getattr(t, name)(x, **k) if name in ("var", "std") else getattr(t, name)(x)
+        return getattr(t, name)(x, dim=_t_dims(axis), keepdim=keepdim, **k)
+
+    return ref
+
+
+def _t_prod(t, x, axis, keepdim):
+    for d in sorted((a % max(x.ndim, 1) for a in _t_dims(axis)), reverse=True) if axis is not None else []:
+        x = x.prod(dim=d, keepdim=keepdim)
+    return x if axis is not None else x.prod()
+
+
+def _t_amax(name: str) -> Callable[..., Any]:
+    def ref(t, x, axis, keepdim):  # amax/amin split the gradient between ties, as our max/min do
+        return getattr(t, name)(x, dim=_t_dims(axis), keepdim=keepdim)
+
+    return ref
+
+
+def _t_logsumexp(t, x, axis, keepdim):
+    return t.logsumexp(x, dim=_t_dims(axis) or tuple(range(x.ndim)), keepdim=keepdim)
+
+
+def _t_layernorm(t, x, axis=-1, eps=1e-5):
+    centered = x - x.mean(dim=axis, keepdim=True)
+    return centered * (centered.square().mean(dim=axis, keepdim=True) + eps).rsqrt()
+
+
+def _t_pool(kind: str) -> Callable[..., Any]:
+    def ref(t, x, kernel_size=(2, 2), stride=None, padding=0, dilation=1):
+        if kind == "max":
+            return t.nn.functional.max_pool2d(x, kernel_size, stride, padding, dilation)
+        return t.nn.functional.avg_pool2d(x, kernel_size, stride, padding, count_include_pad=True)
+
+    return ref
+
+
+def _t_attention(t, q, k, v, *mask, is_causal):
+    return t.nn.functional.scaled_dot_product_attention(q, k, v, *mask, is_causal=is_causal)
+
+
+def _t_cross_entropy(t, x, y):
+    return t.nn.functional.cross_entropy(x, y)
+
+
+def _t_sparse(t, x, y, ignore_index=-1):
+    return t.nn.functional.cross_entropy(x.reshape(-1, x.shape[-1]), y.reshape(-1), ignore_index=ignore_index)
+
+
+def _t_bce(t, p, y):
+    return -(y * p.log().clamp(min=-100) + (1 - y) * (1 - p).log().clamp(min=-100)).mean()
+
+
+def _t_bce_logits(t, x, y):
+    return (x.clamp(min=0) - x * y + (1 + (-x.abs()).exp()).log()).mean()
+
+
+TORCH: dict[str, Callable[..., Any]] = {
+    # elementwise
+    "add": lambda t, x, y: x + y,
+    "sub": lambda t, x, y: x - y,
+    "mul": lambda t, x, y: x * y,
+    "div": lambda t, x, y: x / y,
+    "pow": lambda t, x, y: x**y,
+    "__matmul__": lambda t, x, y: x @ y,
+    "add_scalar": lambda t, x, s: x + s,
+    "radd": lambda t, x, s: s + x,
+    "sub_scalar": lambda t, x, s: x - s,
+    "rsub": lambda t, x, s: s - x,
+    "mul_scalar": lambda t, x, s: x * s,
+    "rmul": lambda t, x, s: s * x,
+    "div_scalar": lambda t, x, s: x / s,
+    "rdiv": lambda t, x, s: s / x,
+    "pow_scalar": lambda t, x, s: x**s,
+    "rpow": lambda t, x, s: s**x,
+    "neg": lambda t, x: -x,
+    "reciprocal": lambda t, x: x.reciprocal(),
+    "exp": lambda t, x: x.exp(),
+    "exp2": lambda t, x: x.exp2(),
+    "log": lambda t, x: x.log(),
+    "log2": lambda t, x: x.log2(),
+    "sqrt": lambda t, x: x.sqrt(),
+    "rsqrt": lambda t, x: x.rsqrt(),
+    "sin": lambda t, x: x.sin(),
+    "cos": lambda t, x: x.cos(),
+    "tanh": lambda t, x: x.tanh(),
+    "sigmoid": lambda t, x: x.sigmoid(),
+    "relu": lambda t, x: x.relu(),
+    "gelu": lambda t, x: t.nn.functional.gelu(x),
+    "gelu_tanh": lambda t, x: t.nn.functional.gelu(x, approximate="tanh"),
+    "silu": lambda t, x: t.nn.functional.silu(x),
+    "leaky_relu": lambda t, x: t.nn.functional.leaky_relu(x, 0.01),
+    "leaky_relu_slope": lambda t, x, neg_slope: t.nn.functional.leaky_relu(x, neg_slope),
+    "abs": lambda t, x: x.abs(),
+    "sign": lambda t, x: x.sign(),
+    "square": lambda t, x: x.square(),
+    "maximum": lambda t, x, y: t.maximum(x, y),
+    "minimum": lambda t, x, y: t.minimum(x, y),
+    "clip": lambda t, x, lo, hi: x.clamp(lo, hi),
+    "where": lambda t, c, x, y: t.where(c, x, y),
+    "where_scalar": lambda t, c, x, y: t.where(c, x, t.tensor(y, dtype=x.dtype)),
+    "maximum_scalar": lambda t, x, s: t.maximum(x, t.tensor(s, dtype=x.dtype)),
+    "clip_float_bounds": lambda t, x, lo, hi: x.clamp(lo, hi),
+    # reductions
+    "sum": _t_reduce("sum"),
+    "mean": _t_reduce("mean"),
+    "max": _t_amax("amax"),
+    "min": _t_amax("amin"),
+    "var": _t_reduce("var"),
+    "std": _t_reduce("std"),
+    "prod": _t_prod,
+    "softmax": lambda t, x, axis: t.softmax(x, axis),
+    "log_softmax": lambda t, x, axis: t.log_softmax(x, axis),
+    "logsumexp": _t_logsumexp,
+    "cumsum": lambda t, x, axis: t.cumsum(x, axis),
+    # linear algebra and nn
+    "matmul": lambda t, x, y: t.matmul(x, y),
+    "dot": lambda t, x, y: t.matmul(x, y),
+    "linear": lambda t, x, w, *b: x @ w + (b[0] if b else 0),
+    "layernorm": _t_layernorm,
+    "conv2d": lambda t, x, w, *b, **k: t.nn.functional.conv2d(x, w, *b, **k),
+    "max_pool2d": _t_pool("max"),
+    "avg_pool2d": _t_pool("avg"),
+    "scaled_dot_product_attention": _t_attention,
+    "cross_entropy": _t_cross_entropy,
+    "sparse_categorical_crossentropy": _t_sparse,
+    "binary_crossentropy": _t_bce,
+    "binary_crossentropy_logits": _t_bce_logits,
+    # conversion
+    "cast": lambda t, x, dtype: x.to(getattr(t, dtype)),
+    "float": lambda t, x: x.float(),
+}
+
+# Float ops that have no gradient, with the reason (test_grad checks the lists cover the catalogue).
+NO_GRADIENT = {
+    "solve": "solve is forward-only in stage2 (the GLMs use it for the closed-form fit)",
+}
+
+
+def grad_ref(op: Op) -> str | None:
+    """How op's gradient is checked: "index" (adjoint of the index map), "torch", or None."""
+    name = op.name if op.name in TORCH or op.name in MOVED else op.needs
+    if name in MOVED:
+        return "index"
+    return "torch" if name in TORCH else None
+
+
+def torch_ref(op: Op) -> Callable[..., Any]:
+    return TORCH[op.name] if op.name in TORCH else TORCH[op.needs]

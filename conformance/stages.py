@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from types import ModuleType
 
 AUTOGRAD = ("backward", "detach", "requires_grad_", "no_grad")
+# capabilities that are not one op of the catalogue: "train" is autograd + nn + optim (test_models.py)
+CAPABILITIES = ("train",)
 
 
 @dataclass(frozen=True)
@@ -30,8 +32,9 @@ class Stage:
 
 STAGES = (
     Stage("stage1_ndarray", devices=("CPU",),
-          missing={op: "stage1 has no autograd (it arrives in stage2_autograd)" for op in AUTOGRAD}),
-    Stage("stage2_autograd", devices=("CPU", "CUDA")),
+          missing={**{op: "stage1 has no autograd (it arrives in stage2_autograd)" for op in AUTOGRAD},
+                   "train": "stage1 has no autograd, nn or optim: the zoo trains from stage2_autograd on"}),
+    Stage("stage2_autograd", devices=("CPU",)),  # "CUDA" joins when the stage's CUDA device lands
     Stage("stage3_compiler", devices=("CPU", "CUDA")),
 )
 BY_NAME = {s.name: s for s in STAGES}

@@ -1,0 +1,53 @@
+"""Memory we own: a Buffer is a block of bytes allocated through cffi and freed with it.
+
+Tensors are views (shape, strides, offset) over a Buffer; many tensors can share one.
+numpy appears here only at the door: copying an array in, and copying bytes out.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .ckernels import ffi, lib
+from .dtype import DType
+
+# Skip zero-filling: every kernel writes its whole output, and fill() exists for zeros.
+_alloc = ffi.new_allocator(should_clear_after_alloc=False)
+
+
+class Buffer:
+    __slots__ = ("nbytes", "mem")
+
+    def __init__(self, nbytes: int):
+        self.nbytes = nbytes
+        self.mem = _alloc("char[]", max(nbytes, 1))
+
+    def ptr(self, offset: int, dtype: DType):
+        """A pointer to element `offset` (in elements of dtype)."""
+        return self.mem + offset * dtype.itemsize
+
+    @staticmethod
+    def from_numpy(arr: np.ndarray) -> Buffer:
+        arr = np.ascontiguousarray(arr)
+        buf = Buffer(arr.nbytes)
+        if arr.nbytes:
+            ffi.memmove(buf.mem, ffi.from_buffer(arr), arr.nbytes)
+        return buf
+
+    def to_numpy(self, offset: int, count: int, dtype: DType) -> np.ndarray:
+        """A copy of `count` contiguous elements starting at element `offset`."""
+        out = np.empty(count, dtype=dtype.np)
+        if count:
+            ffi.memmove(ffi.from_buffer(out), self.ptr(offset, dtype), count * dtype.itemsize)
+        return out
+
+    def fill(self, count: int, dtype: DType, value) -> None:
+        """Write `value` (already converted to dtype's Python type) into the first count elements."""
+        cell = ffi.new(f"{dtype.ctype}[1]", [value])
+        pattern = int.from_bytes(ffi.buffer(cell), "little")
+        assert lib.fill(dtype.itemsize, self.mem, count, pattern) == 0
+
+    def read(self, offset: int, dtype: DType):
+        """One element as a Python scalar."""
+        value = ffi.cast(f"{dtype.ctype} *", self.ptr(offset, dtype))[0]
+        return bool(value) if dtype.kind == "b" else value

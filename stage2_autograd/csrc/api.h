@@ -1,0 +1,67 @@
+/* The C kernels' interface: the only declarations Python sees (cffi reads this file as its cdef).
+   Conventions (llm.c style): outputs first, then inputs, then sizes. Shapes and strides are in
+   elements, not bytes; every pointer already points at the tensor's first element (offset applied).
+   An output is always a fresh contiguous buffer unless the kernel takes its strides.
+   Python validates everything before calling: kernels never check, print or exit.
+   Kernels that dispatch on (op, dtype) return 0, or -1 for a combination Python should never send. */
+
+enum dtype_code { DT_BOOL, DT_INT32, DT_INT64, DT_FLOAT32, DT_FLOAT64 };
+
+enum unary_op { U_NEG, U_RECIP, U_SQRT, U_EXP, U_LOG, U_EXP2, U_LOG2, U_SIN, U_COS, U_TANH, U_ERF,
+                U_ABS, U_SIGN, U_NOT };
+
+enum binary_op { B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_MAX, B_MIN, B_LT, B_LE, B_EQ, B_NE,
+                 B_AND, B_OR, B_XOR };
+
+enum reduce_op { R_SUM, R_PROD, R_MAX, R_MIN };
+
+enum arg_op { A_ARGMAX, A_ARGMIN };
+
+/* elementwise.c: out (contiguous, shape) = op(a[, b]) over an N-d strided walk.
+   Comparisons write bool (uint8); every other op writes the input dtype. */
+int unary(int op, int dtype, void *out, const void *a,
+          int ndim, const int64_t *shape, const int64_t *sa);
+int binary(int op, int dtype, void *out, const void *a, const void *b,
+           int ndim, const int64_t *shape, const int64_t *sa, const int64_t *sb);
+int where(int itemsize, void *out, const uint8_t *cond, const void *a, const void *b,
+          int ndim, const int64_t *shape, const int64_t *sc, const int64_t *sa, const int64_t *sb);
+int cast(int to, int from, void *out, const void *a,
+         int ndim, const int64_t *shape, const int64_t *sa);
+
+/* reduce.c: the input is viewed as (O, R, I) with strides (so, sr, si); the output is (O, I).
+   cumsum's output is (O, R, I), contiguous. */
+int reduce(int op, int dtype, void *out, const void *a,
+           int64_t O, int64_t R, int64_t I, int64_t so, int64_t sr, int64_t si);
+int arg_reduce(int op, int dtype, int64_t *out, const void *a,
+               int64_t O, int64_t R, int64_t I, int64_t so, int64_t sr, int64_t si);
+int cumsum(int dtype, void *out, const void *a,
+           int64_t O, int64_t R, int64_t I, int64_t so, int64_t sr, int64_t si);
+
+/* copy.c: byte-level kernels that only care about the element size (1, 4 or 8). */
+int copy_strided(int itemsize, void *out, const int64_t *so, const void *a, const int64_t *sa,
+                 int ndim, const int64_t *shape);
+int gather(int itemsize, void *out, const void *a, const int64_t *offsets, int64_t nb,
+           int ndim, const int64_t *shape, const int64_t *sa);
+int fill(int itemsize, void *out, int64_t n, uint64_t pattern);
+void iota(int64_t *out, int64_t n);
+
+/* random.c: counter-based uniform [0, 1): element i of a draw is a hash of (seed, counter + i). */
+int rand_uniform(int dtype, void *out, int64_t n, uint64_t seed, uint64_t counter);
+
+/* gemm.c: out (batch, M, N) = a (batch, M, K) @ b (batch, K, N), all contiguous row-major. */
+int matmul(int dtype, void *out, const void *a, const void *b,
+           int64_t batch, int64_t M, int64_t N, int64_t K);
+
+/* gemm_NN_idea.c: the float32 GEMM ladder, C = alpha * A @ B + beta * C with strided A and B,
+   one rung per file and one signature for all (GEMM_PARAMS in gemm_ladder.h); ckernels.py
+   declares each rung from its file name. gemm_ladder.c says what the build holds. */
+int gemm_has_openmp(void);
+int gemm_has_avx2_fma(void);
+
+/* solve.c: solves a (n, n) @ x = b (n, nrhs) in place (a is destroyed, b becomes x).
+   Returns 1 when a is singular. */
+int solve(int dtype, void *a, void *b, int64_t n, int64_t nrhs);
+
+/* scatter.c: out[index[i]] += src[i] for i < n (float dtypes), in order, so sums are deterministic.
+   out is contiguous; index holds element offsets into it, repeats allowed. */
+int scatter_add(int dtype, void *out, const void *src, const int64_t *index, int64_t n);

@@ -1,0 +1,213 @@
+/* Elementwise kernels: unary, binary, where and cast over an N-d strided walk.
+   The inner loop has a unit-stride branch (and scalar-broadcast branches for binary ops) so the
+   compiler can vectorize contiguous inputs; Python merges dims first to make that loop long. */
+#include "kernels.h"
+
+/* ---- unary ---- */
+
+#define UNARY_LOOP(T, OUT_T, EXPR) do {                                           \
+    OUT_T *restrict o = (OUT_T *)out;                                             \
+    const T *A = (const T *)a;                                                    \
+    i64 n = INNER_LEN(ndim, shape), s = INNER_STRIDE(ndim, sa);                   \
+    i64 rows = walk_rows(ndim, shape), idx[MAXDIM] = {0}, off[1] = {0};           \
+    const i64 *st[1] = {sa};                                                      \
+    for (i64 r = 0; r < rows; r++, o += n) {                                      \
+      const T *p = A + off[0];                                                    \
+      if (s == 1) for (i64 i = 0; i < n; i++) { T x = p[i]; o[i] = (EXPR); }      \
+      else for (i64 i = 0; i < n; i++) { T x = p[i * s]; o[i] = (EXPR); }         \
+      walk_next(ndim, shape, idx, 1, off, st);                                    \
+    }                                                                             \
+    return 0;                                                                     \
+  } while (0)
+
+/* SUF is the libm suffix: f for float, empty for double. */
+#define UNARY_FLOAT(T, SUF)                                                       \
+  switch (op) {                                                                   \
+    case U_NEG: UNARY_LOOP(T, T, -x);                                             \
+    case U_RECIP: UNARY_LOOP(T, T, (T)1 / x);                                     \
+    case U_SQRT: UNARY_LOOP(T, T, sqrt##SUF(x));                                  \
+    case U_EXP: UNARY_LOOP(T, T, exp##SUF(x));                                    \
+    case U_LOG: UNARY_LOOP(T, T, log##SUF(x));                                    \
+    case U_EXP2: UNARY_LOOP(T, T, exp2##SUF(x));                                  \
+    case U_LOG2: UNARY_LOOP(T, T, log2##SUF(x));                                  \
+    case U_SIN: UNARY_LOOP(T, T, sin##SUF(x));                                    \
+    case U_COS: UNARY_LOOP(T, T, cos##SUF(x));                                    \
+    case U_TANH: UNARY_LOOP(T, T, tanh##SUF(x));                                  \
+    case U_ERF: UNARY_LOOP(T, T, erf##SUF(x));                                    \
+    case U_ABS: UNARY_LOOP(T, T, fabs##SUF(x));                                   \
+    case U_SIGN: UNARY_LOOP(T, T, x > 0 ? (T)1 : (x < 0 ? (T)-1 : x));            \
+  }                                                                               \
+  return -1;
+
+/* Signed overflow is undefined in C; numpy wraps, so negate through the unsigned type. */
+#define UNARY_INT(T, UT)                                                          \
+  switch (op) {                                                                   \
+    case U_NEG: UNARY_LOOP(T, T, (T)(0 - (UT)x));                                 \
+    case U_ABS: UNARY_LOOP(T, T, x < 0 ? (T)(0 - (UT)x) : x);                     \
+    case U_SIGN: UNARY_LOOP(T, T, (T)((x > 0) - (x < 0)));                        \
+    case U_NOT: UNARY_LOOP(T, T, ~x);                                             \
+  }                                                                               \
+  return -1;
+
+int unary(int op, int dtype, void *out, const void *a,
+          int ndim, const i64 *shape, const i64 *sa) {
+  switch (dtype) {
+    case DT_FLOAT32: UNARY_FLOAT(float, f)
+    case DT_FLOAT64: UNARY_FLOAT(double, )
+    case DT_INT32: UNARY_INT(int32_t, uint32_t)
+    case DT_INT64: UNARY_INT(int64_t, uint64_t)
+    case DT_BOOL:
+      if (op == U_NOT) UNARY_LOOP(uint8_t, uint8_t, (uint8_t)!x);
+      return -1;
+  }
+  return -1;
+}
+
+/* ---- binary ---- */
+
+#define BINARY_LOOP(T, OUT_T, EXPR) do {                                          \
+    OUT_T *restrict o = (OUT_T *)out;                                             \
+    const T *A = (const T *)a, *B = (const T *)b;                                 \
+    i64 n = INNER_LEN(ndim, shape);                                               \
+    i64 s = INNER_STRIDE(ndim, sa), t = INNER_STRIDE(ndim, sb);                   \
+    i64 rows = walk_rows(ndim, shape), idx[MAXDIM] = {0}, off[2] = {0, 0};        \
+    const i64 *st[2] = {sa, sb};                                                  \
+    for (i64 r = 0; r < rows; r++, o += n) {                                      \
+      const T *p = A + off[0], *q = B + off[1];                                   \
+      if (s == 1 && t == 1)                                                       \
+        for (i64 i = 0; i < n; i++) { T x = p[i], y = q[i]; o[i] = (EXPR); }      \
+      else if (s == 1 && t == 0)                                                  \
+        for (i64 i = 0; i < n; i++) { T x = p[i], y = q[0]; o[i] = (EXPR); }      \
+      else if (s == 0 && t == 1)                                                  \
+        for (i64 i = 0; i < n; i++) { T x = p[0], y = q[i]; o[i] = (EXPR); }      \
+      else                                                                        \
+        for (i64 i = 0; i < n; i++) { T x = p[i * s], y = q[i * t]; o[i] = (EXPR); } \
+      walk_next(ndim, shape, idx, 2, off, st);                                    \
+    }                                                                             \
+    return 0;                                                                     \
+  } while (0)
+
+/* max/min propagate NaN like numpy's maximum/minimum. */
+#define BINARY_FLOAT(T, SUF)                                                      \
+  switch (op) {                                                                   \
+    case B_ADD: BINARY_LOOP(T, T, x + y);                                         \
+    case B_SUB: BINARY_LOOP(T, T, x - y);                                         \
+    case B_MUL: BINARY_LOOP(T, T, x * y);                                         \
+    case B_DIV: BINARY_LOOP(T, T, x / y);                                         \
+    case B_POW: BINARY_LOOP(T, T, pow##SUF(x, y));                                \
+    case B_MAX: BINARY_LOOP(T, T, (x > y || x != x) ? x : y);                     \
+    case B_MIN: BINARY_LOOP(T, T, (x < y || x != x) ? x : y);                     \
+    case B_LT: BINARY_LOOP(T, uint8_t, x < y);                                    \
+    case B_LE: BINARY_LOOP(T, uint8_t, x <= y);                                   \
+    case B_EQ: BINARY_LOOP(T, uint8_t, x == y);                                   \
+    case B_NE: BINARY_LOOP(T, uint8_t, x != y);                                   \
+  }                                                                               \
+  return -1;
+
+/* Integer power by squaring; Python rejects negative exponents before calling. */
+#define IPOW(T, UT)                                                               \
+  static inline T ipow_##T(T x, T y) {                                            \
+    UT r = 1, base = (UT)x;                                                       \
+    while (y > 0) { if (y & 1) r *= base; base *= base; y >>= 1; }                \
+    return (T)r;                                                                  \
+  }
+IPOW(int32_t, uint32_t)
+IPOW(int64_t, uint64_t)
+
+/* Wrapping arithmetic through the unsigned type, as numpy does, without undefined behaviour. */
+#define BINARY_INT(T, UT)                                                         \
+  switch (op) {                                                                   \
+    case B_ADD: BINARY_LOOP(T, T, (T)((UT)x + (UT)y));                            \
+    case B_SUB: BINARY_LOOP(T, T, (T)((UT)x - (UT)y));                            \
+    case B_MUL: BINARY_LOOP(T, T, (T)((UT)x * (UT)y));                            \
+    case B_POW: BINARY_LOOP(T, T, ipow_##T(x, y));                                \
+    case B_MAX: BINARY_LOOP(T, T, x > y ? x : y);                                 \
+    case B_MIN: BINARY_LOOP(T, T, x < y ? x : y);                                 \
+    case B_LT: BINARY_LOOP(T, uint8_t, x < y);                                    \
+    case B_LE: BINARY_LOOP(T, uint8_t, x <= y);                                   \
+    case B_EQ: BINARY_LOOP(T, uint8_t, x == y);                                   \
+    case B_NE: BINARY_LOOP(T, uint8_t, x != y);                                   \
+    case B_AND: BINARY_LOOP(T, T, x & y);                                         \
+    case B_OR: BINARY_LOOP(T, T, x | y);                                          \
+    case B_XOR: BINARY_LOOP(T, T, x ^ y);                                         \
+  }                                                                               \
+  return -1;
+
+/* Bools are bytes holding 0 or 1; every op keeps them 0 or 1. */
+#define BINARY_BOOL(T)                                                            \
+  switch (op) {                                                                   \
+    case B_MAX: case B_OR: BINARY_LOOP(T, T, x | y);                              \
+    case B_MIN: case B_AND: BINARY_LOOP(T, T, x & y);                             \
+    case B_XOR: case B_NE: BINARY_LOOP(T, T, x ^ y);                              \
+    case B_EQ: BINARY_LOOP(T, T, x == y);                                         \
+    case B_LT: BINARY_LOOP(T, T, x < y);                                          \
+    case B_LE: BINARY_LOOP(T, T, x <= y);                                         \
+  }                                                                               \
+  return -1;
+
+int binary(int op, int dtype, void *out, const void *a, const void *b,
+           int ndim, const i64 *shape, const i64 *sa, const i64 *sb) {
+  switch (dtype) {
+    case DT_FLOAT32: BINARY_FLOAT(float, f)
+    case DT_FLOAT64: BINARY_FLOAT(double, )
+    case DT_INT32: BINARY_INT(int32_t, uint32_t)
+    case DT_INT64: BINARY_INT(int64_t, uint64_t)
+    case DT_BOOL: BINARY_BOOL(uint8_t)
+  }
+  return -1;
+}
+
+/* ---- where: only the element size matters ---- */
+
+#define WHERE_LOOP(T) do {                                                        \
+    T *restrict o = (T *)out;                                                     \
+    const T *A = (const T *)a, *B = (const T *)b;                                 \
+    i64 n = INNER_LEN(ndim, shape), u = INNER_STRIDE(ndim, sc);                   \
+    i64 s = INNER_STRIDE(ndim, sa), t = INNER_STRIDE(ndim, sb);                   \
+    i64 rows = walk_rows(ndim, shape), idx[MAXDIM] = {0}, off[3] = {0, 0, 0};     \
+    const i64 *st[3] = {sc, sa, sb};                                              \
+    for (i64 r = 0; r < rows; r++, o += n) {                                      \
+      const uint8_t *c = cond + off[0];                                           \
+      const T *p = A + off[1], *q = B + off[2];                                   \
+      if (u == 1 && s == 1 && t == 1)                                             \
+        for (i64 i = 0; i < n; i++) o[i] = c[i] ? p[i] : q[i];                    \
+      else                                                                        \
+        for (i64 i = 0; i < n; i++) o[i] = c[i * u] ? p[i * s] : q[i * t];        \
+      walk_next(ndim, shape, idx, 3, off, st);                                    \
+    }                                                                             \
+    return 0;                                                                     \
+  } while (0)
+
+int where(int itemsize, void *out, const uint8_t *cond, const void *a, const void *b,
+          int ndim, const i64 *shape, const i64 *sc, const i64 *sa, const i64 *sb) {
+  switch (itemsize) {
+    case 1: WHERE_LOOP(uint8_t);
+    case 4: WHERE_LOOP(uint32_t);
+    case 8: WHERE_LOOP(uint64_t);
+  }
+  return -1;
+}
+
+/* ---- cast: every (to, from) pair; to bool means "is nonzero" ---- */
+
+#define CAST_TO(TO, BOOLOUT)                                                      \
+  switch (from) {                                                                 \
+    case DT_BOOL: UNARY_LOOP(uint8_t, TO, BOOLOUT ? (TO)(x != 0) : (TO)x);        \
+    case DT_INT32: UNARY_LOOP(int32_t, TO, BOOLOUT ? (TO)(x != 0) : (TO)x);       \
+    case DT_INT64: UNARY_LOOP(int64_t, TO, BOOLOUT ? (TO)(x != 0) : (TO)x);       \
+    case DT_FLOAT32: UNARY_LOOP(float, TO, BOOLOUT ? (TO)(x != 0) : (TO)x);       \
+    case DT_FLOAT64: UNARY_LOOP(double, TO, BOOLOUT ? (TO)(x != 0) : (TO)x);      \
+  }                                                                               \
+  return -1;
+
+int cast(int to, int from, void *out, const void *a,
+         int ndim, const i64 *shape, const i64 *sa) {
+  switch (to) {
+    case DT_BOOL: CAST_TO(uint8_t, 1)
+    case DT_INT32: CAST_TO(int32_t, 0)
+    case DT_INT64: CAST_TO(int64_t, 0)
+    case DT_FLOAT32: CAST_TO(float, 0)
+    case DT_FLOAT64: CAST_TO(double, 0)
+  }
+  return -1;
+}

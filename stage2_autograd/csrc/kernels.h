@@ -1,0 +1,30 @@
+/* Shared by every kernel file: the API, the element types, and the N-d strided walk. */
+#include <stdint.h>
+#include <string.h>
+#include <math.h>
+#include "api.h"
+
+typedef int64_t i64;
+#define MAXDIM 64
+
+/* Number of rows of an N-d walk: every dim but the last (a 0-d tensor is one row of one). */
+static inline i64 walk_rows(int ndim, const i64 *shape) {
+  i64 rows = 1;
+  for (int d = 0; d < ndim - 1; d++) rows *= shape[d];
+  return rows;
+}
+
+/* Advance the row index (all dims but the last) and the element offsets of k operands. */
+static inline void walk_next(int ndim, const i64 *shape, i64 *idx, int k, i64 *off,
+                             const i64 *const *st) {
+  for (int d = ndim - 2; d >= 0; d--) {
+    idx[d]++;
+    for (int j = 0; j < k; j++) off[j] += st[j][d];
+    if (idx[d] < shape[d]) return;
+    for (int j = 0; j < k; j++) off[j] -= st[j][d] * shape[d];
+    idx[d] = 0;
+  }
+}
+
+#define INNER_LEN(ndim, shape) ((ndim) ? (shape)[(ndim) - 1] : 1)
+#define INNER_STRIDE(ndim, s) ((ndim) ? (s)[(ndim) - 1] : 0)

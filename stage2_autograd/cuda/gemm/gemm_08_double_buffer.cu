@@ -1,0 +1,142 @@
+/* gemm_08_double_buffer: load the next tile with cp.async while computing on this one.
+
+   idea:     two shared-memory buffers per operand. cp.async copies global memory straight into
+             shared memory without passing through registers and without stalling the thread, so
+             the copy of tile k+1 is issued before the FMAs of tile k and overlaps them; one
+             __syncthreads per tile keeps a buffer from being refilled while it is read.
+             cp.async cannot transpose, so A's tile stays row-major (padded to 20 floats a row,
+             which keeps each row 16-byte aligned) and a thread reads 4 k-values of A at once as a
+             float4, keeping 07's 5 shared loads per 64 FMAs. Warp layout as in 07.
+   fixes:    in 07 every tile load is a global -> register -> shared round trip that the warp waits
+             for, then a barrier; with only a few warps per SM the load latency is exposed.
+   launch:   threads=256 bm=128 bn=128 smem=0 arch=sm_80 precision=fp32
+   measured: (pending a GPU run)
+
+   Edges and alignment: a 16-byte cp.async is issued only for 16-byte aligned, in-range groups of
+   four floats; otherwise four 4-byte copies with src-size 0 outside the matrix, which cp.async
+   fills with zeros. Both paths use the same pipeline.
+
+   Signature (every rung): C (M, N) fp32 = alpha * A (M, K) @ B (K, N) + beta * C, all row-major;
+   C is not read when beta == 0. Sizes are ints: the host keeps M*K, K*N and M*N below 2^31. */
+
+#define BM 128
+#define BN 128
+#define BK 16
+#define APAD 4
+#define THREADS 256
+#define WM 64
+#define WN 32
+#define WSUBM 16
+#define WMITER (WM / WSUBM)
+#define TM 4
+#define TN 4
+
+__device__ __forceinline__ unsigned smem_addr(const void *p) {
+  unsigned a;
+  asm volatile("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+  return a;
+}
+
+__device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes));
+}
+
+__device__ __forceinline__ void cp_async4(void *dst, const void *src, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes));
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+
+template <int PENDING>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(PENDING)); }
+
+/* Four floats of row-major p (rows, cols) from (r, c) into dst, zeros outside the matrix. */
+__device__ __forceinline__ void copy4(float *dst, const float *p, int r, int c, int rows, int cols, bool vec) {
+  if (vec && r < rows && c + 3 < cols) {
+    cp_async16(dst, p + r * cols + c, 16);
+    return;
+  }
+  for (int j = 0; j < 4; j++) {
+    const bool in = r < rows && c + j < cols;
+    cp_async4(dst + j, in ? p + r * cols + c + j : p, in ? 4 : 0);
+  }
+}
+
+__device__ __forceinline__ bool aligned16(const void *p, int cols) {
+  return cols % 4 == 0 && ((unsigned long long)p & 15) == 0;
+}
+
+__device__ __forceinline__ void store4(float *C, int row, int col, int M, int N, const float *acc,
+                                       float alpha, float beta, bool vec) {
+  if (row >= M) return;
+  float *c = C + row * N + col;
+  if (vec && col + 3 < N) {
+    float4 v = make_float4(alpha * acc[0], alpha * acc[1], alpha * acc[2], alpha * acc[3]);
+    if (beta != 0.0f) {
+      const float4 old = *reinterpret_cast<const float4 *>(c);
+      v.x += beta * old.x, v.y += beta * old.y, v.z += beta * old.z, v.w += beta * old.w;
+    }
+    *reinterpret_cast<float4 *>(c) = v;
+    return;
+  }
+  #pragma unroll
+  for (int j = 0; j < 4; j++)
+    if (col + j < N) c[j] = beta == 0.0f ? alpha * acc[j] : alpha * acc[j] + beta * c[j];
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS)
+gemm_08_double_buffer(float *C, const float *A, const float *B,
+                      int M, int N, int K, float alpha, float beta) {
+  __shared__ __align__(16) float As[2][BM][BK + APAD];
+  __shared__ __align__(16) float Bs[2][BK][BN];
+  const int t = threadIdx.x, warp = t / 32, lane = t % 32;
+  const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
+  const bool vecA = aligned16(A, K), vecB = aligned16(B, N), vecC = aligned16(C, N);
+  const int wrow = (warp / (BN / WN)) * WM, wcol = (warp % (BN / WN)) * WN;
+  const int lrow = (lane / 8) * TM, lcol = (lane % 8) * TN;
+  const int tiles = (K + BK - 1) / BK;
+
+  auto load_tile = [&](int buf, int k0) {
+    for (int idx = t; idx < BM * BK / 4; idx += THREADS) {
+      const int r = idx / (BK / 4), c = (idx % (BK / 4)) * 4;
+      copy4(&As[buf][r][c], A, row0 + r, k0 + c, M, K, vecA);
+    }
+    for (int idx = t; idx < BK * BN / 4; idx += THREADS) {
+      const int r = idx / (BN / 4), c = (idx % (BN / 4)) * 4;
+      copy4(&Bs[buf][r][c], B, k0 + r, col0 + c, K, N, vecB);
+    }
+    cp_async_commit();
+  };
+
+  float acc[WMITER][TM][TN] = {{{0.0f}}};
+  float regA[TM][4], regB[4][TN];
+  load_tile(0, 0);
+  for (int kt = 0; kt < tiles; kt++) {
+    const int buf = kt & 1;
+    if (kt + 1 < tiles) {
+      load_tile(buf ^ 1, (kt + 1) * BK);  // safe: the barrier ending step kt-1 freed buf ^ 1
+      cp_async_wait<1>();                 // everything but the newest group, i.e. tile kt, landed
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();  // other threads' copies of tile kt are visible too
+    for (int kk = 0; kk < BK; kk += 4) {
+      for (int k = 0; k < 4; k++)
+        *reinterpret_cast<float4 *>(regB[k]) = *reinterpret_cast<const float4 *>(&Bs[buf][kk + k][wcol + lcol]);
+      for (int it = 0; it < WMITER; it++) {
+        for (int i = 0; i < TM; i++)
+          *reinterpret_cast<float4 *>(regA[i]) =
+              *reinterpret_cast<const float4 *>(&As[buf][wrow + it * WSUBM + lrow + i][kk]);
+        for (int k = 0; k < 4; k++)
+          for (int i = 0; i < TM; i++)
+            for (int j = 0; j < TN; j++) acc[it][i][j] += regA[i][k] * regB[k][j];
+      }
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int it = 0; it < WMITER; it++)
+#pragma unroll
+    for (int i = 0; i < TM; i++)
+      store4(C, row0 + wrow + it * WSUBM + lrow + i, col0 + wcol + lcol, M, N, acc[it][i], alpha, beta, vecC);
+}

@@ -1,0 +1,214 @@
+"""The float32 GEMM ladder: finds the rungs in csrc/, runs one, and lets a learner pick which.
+
+Each rung is one file ``csrc/gemm_NN_idea.c`` whose entry point is named like the file and has
+the one signature in ``csrc/gemm_ladder.h``: C = alpha * A @ B + beta * C with strided A and B.
+The file's header comment is the registry's record (``idea:``, ``fixes:``, ``measured:``), so
+adding a rung means adding one file. ``Tensor.matmul`` on float32 uses the current rung:
+
+    the one named by ``use(...)``, else ``$SITP_GEMM``, else the top of the ladder (the fastest);
+
+with ``use(threads=...)``, else ``$SITP_THREADS``, else every core, as the thread count. ``use``
+sets both for the process and, as a context manager, restores them on exit::
+
+    gemm = stage.gemm                  # stage: this package (stage1_ndarray, or a later stage)
+    with gemm.use("03_blocked", threads=1):
+        y = x @ w                      # runs csrc/gemm_03_blocked.c on one thread
+    gemm.gemm(a, b, c, alpha=2.0, beta=1.0, variant="05_packed")   # the BLAS form, c in place
+
+Shapes, dtypes and strides are checked here, before any C call.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from .ckernels import CSRC, ffi, gemm_variants, lib
+from .dtype import dtypes
+
+HEADER_FIELDS = ("idea", "fixes", "measured")
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str  # "07_tuned": the file name without "gemm_" and ".c"
+    entry: str  # the C entry point, "gemm_07_tuned"
+    path: Path
+    title: str  # the header's first line: what the rung adds
+    fields: dict  # idea, fixes, measured, as written in the header
+    threaded: bool  # whether it uses the thread count (it has an OpenMP pragma)
+
+
+def parse_header(text: str, entry: str) -> dict:
+    """The header comment's title and its ``field: value`` entries (each runs to the next field or a blank line)."""
+    match = re.match(r"\s*/\*(.*?)\*/", text, re.S)
+    if match is None:
+        raise ValueError(f"gemm variant {entry}: the file must open with a /* header comment */")
+    body = match.group(1)
+    fields = {"title": body.strip().splitlines()[0].removeprefix(f"{entry}:").strip()}
+    for key in HEADER_FIELDS:
+        found = re.search(rf"^\s*{key}:\s*(.*?)(?=^\s*\w+:|\n\s*\n|\Z)", body, re.S | re.M)
+        if found is None:
+            raise ValueError(f"gemm variant {entry}: the header has no '{key}:' entry")
+        fields[key] = " ".join(found.group(1).split())
+    return fields
+
+
+@cache
+def variants() -> dict[str, Variant]:
+    """Every rung, in ladder order, keyed by short name ("01_naive", ...)."""
+    table = {}
+    for entry in gemm_variants():
+        path = CSRC / f"{entry}.c"
+        text = path.read_text()
+        fields = parse_header(text, entry)
+        table[entry.removeprefix("gemm_")] = Variant(name=entry.removeprefix("gemm_"), entry=entry, path=path,
+                                                     title=fields.pop("title"), fields=fields,
+                                                     threaded="#pragma omp" in text)
+    return table
+
+
+def best() -> str:
+    """The top of the ladder: the last rung is the fastest one (the leaderboard checks that claim)."""
+    return list(variants())[-1]
+
+
+def get_variant(name: str) -> Variant:
+    """A rung by its short name ("03_blocked") or its entry point ("gemm_03_blocked")."""
+    table = variants()
+    short = name.removeprefix("gemm_") if isinstance(name, str) else name
+    if short not in table:
+        raise ValueError(f"gemm: unknown variant {name!r}; expected one of {list(table)}")
+    return table[short]
+
+
+def _check_threads(n, source: str) -> int:
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"gemm: {source} must be a positive int, got {n!r}")
+    return n
+
+
+def _env_threads() -> int | None:
+    raw = os.environ.get("SITP_THREADS")
+    if raw is None or raw == "":
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"gemm: SITP_THREADS must be a positive int, got {raw!r}") from None
+    return _check_threads(value, "SITP_THREADS")
+
+
+def available_threads() -> int:
+    """The cores this process may run on (1 when built without OpenMP: the threaded rungs run serially)."""
+    if not lib.gemm_has_openmp():
+        return 1
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+_chosen: dict = {"variant": None, "threads": None}  # set by use(); None falls back to the environment
+
+
+def current() -> Variant:
+    """The rung Tensor.matmul runs now: use(...), else $SITP_GEMM, else best()."""
+    return get_variant(_chosen["variant"] or os.environ.get("SITP_GEMM") or best())
+
+
+def thread_count() -> int:
+    """The thread count the threaded rungs get now: use(threads=...), else $SITP_THREADS, else every core."""
+    return _chosen["threads"] or _env_threads() or available_threads()
+
+
+class use:
+    """Pick the rung and/or the thread count for this process; as a context manager, only inside the block."""
+
+    def __init__(self, variant: str | None = None, threads: int | None = None):
+        if variant is not None:
+            get_variant(variant)
+        if threads is not None:
+            _check_threads(threads, "threads")
+        self._saved = dict(_chosen)
+        if variant is not None:
+            _chosen["variant"] = variant
+        if threads is not None:
+            _chosen["threads"] = threads
+
+    def __enter__(self) -> use:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _chosen.update(self._saved)
+
+
+def _call(v: Variant, c, ldc: int, a, rsa: int, csa: int, b, rsb: int, csb: int,
+          M: int, N: int, K: int, alpha: float, beta: float, nthreads: int) -> None:
+    """One rung on raw float pointers; the caller has checked every shape and stride."""
+    fp = ffi.cast
+    status = getattr(lib, v.entry)(fp("float *", c), ldc, fp("float *", a), rsa, csa, fp("float *", b), rsb, csb,
+                                   M, N, K, alpha, beta, nthreads)
+    if status != 0:
+        raise MemoryError(f"gemm {v.name}: could not allocate packing buffers for M={M}, N={N}, K={K}")
+
+
+def _check_operands(op: str, a, b, c) -> tuple[int, int, int]:
+    from .tensor import Tensor
+
+    for label, x in (("A", a), ("B", b), ("C", c)):
+        if x is None:
+            continue
+        if not isinstance(x, Tensor):
+            raise TypeError(f"{op}: {label} must be a Tensor, got {type(x).__name__}")
+        if x.ndim != 2:
+            raise ValueError(f"{op}: {label} must be 2-D, got shape {x.shape}")
+        if x.dtype is not dtypes.float32:
+            raise TypeError(f"{op}: {label} must be float32, got {x.dtype} (shape {x.shape})")
+    (M, K), (K2, N) = a.shape, b.shape
+    if K != K2:
+        raise ValueError(f"{op}: A {a.shape} @ B {b.shape} are not aligned: expected A.shape[1] ({K}) == "
+                         f"B.shape[0] ({K2})")
+    if c is not None:
+        if c.shape != (M, N):
+            raise ValueError(f"{op}: C must have shape ({M}, {N}) for A {a.shape} @ B {b.shape}, got {c.shape}")
+        if any(s == 0 and n > 1 for s, n in zip(c._strides, c.shape, strict=True)):
+            raise ValueError(f"{op}: C {c.shape} is a broadcast view (a stride is 0): it cannot be written")
+        if c._buf is a._buf or c._buf is b._buf:
+            raise ValueError(f"{op}: C {c.shape} must not share memory with A {a.shape} or B {b.shape}")
+    return M, N, K
+
+
+def gemm(a, b, c=None, alpha: float = 1.0, beta: float = 0.0, variant: str | None = None,
+         threads: int | None = None):
+    """C = alpha * A @ B + beta * C, BLAS sgemm on float32 Tensors. A (M, K) and B (K, N) may be any
+    views (transposed, sliced with steps, broadcast). With c given, it is updated in place and
+    returned (beta == 0 never reads it); without, a fresh (M, N) tensor is returned and beta is ignored."""
+    from .tensor import Tensor
+
+    op = "gemm"
+    M, N, K = _check_operands(op, a, b, c)
+    v = get_variant(variant) if variant is not None else current()
+    nthreads = _check_threads(threads, "threads") if threads is not None else thread_count()
+    out = c if c is not None and c._strides[1] == 1 else Tensor._alloc((M, N), dtypes.float32)
+    if c is not None and out is not c:
+        out._copy_into(c)  # a strided C: work on a row-major copy, then write it back
+    if c is None:
+        beta = 0.0
+    _call(v, out._ptr(), out._strides[0], a._ptr(), *a._strides, b._ptr(), *b._strides, M, N, K,
+          float(alpha), float(beta), nthreads)
+    if c is not None and out is not c:
+        c._copy_into(out)
+    return c if c is not None else out
+
+
+def batched_matmul(dtype, out, a3, b3, count: int, M: int, N: int, K: int) -> None:
+    """out (count, M, N) = a3 (count, M, K) @ b3 (count, K, N), all contiguous and of one dtype
+    (Tensor.matmul has checked them). float32 runs the current rung; the other dtypes run csrc/gemm.c."""
+    if dtype is not dtypes.float32:
+        assert lib.matmul(dtype.code, out._ptr(), a3._ptr(), b3._ptr(), count, M, N, K) == 0
+        return
+    v, nthreads = current(), thread_count()
+    c0, a0, b0 = (ffi.cast("float *", t._ptr()) for t in (out, a3, b3))
+    for z in range(count):
+        _call(v, c0 + z * M * N, N, a0 + z * M * K, K, 1, b0 + z * K * N, N, 1, M, N, K, 1.0, 0.0, nthreads)

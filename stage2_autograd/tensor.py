@@ -1,0 +1,351 @@
+"""The Tensor: a typed, strided view (shape, strides, offset) over a Buffer we own.
+
+This file holds the core (construction, properties, creation, conversion). The rest of the API
+lives in mixins, one file per section of the API: movement.py, elementwise.py, reduce.py and
+functional.py. Every computation ends in a C kernel; numpy only converts data in and out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from . import random
+from .autograd import AutogradMixin, check_requires_grad, record
+from .buffer import Buffer
+from .ckernels import ffi, int64s, lib
+from .dtype import DType, dtypes, to_dtype
+from .elementwise import ElementwiseMixin
+from .functional import FunctionalMixin
+from .movement import MovementMixin
+from .reduce import ReduceMixin
+from .shape import MAX_DIMS, Shape, contiguous_strides, is_contiguous, merge_dims, prod
+
+
+def argfix(*x) -> tuple:
+    """Accept both f(2, 3) and f((2, 3))."""
+    if len(x) == 1 and isinstance(x[0], (tuple, list)):
+        return tuple(x[0])
+    return tuple(x)
+
+
+def _check_device(op: str, device: str | None) -> str:
+    if device is None or str(device).lower() in ("cpu", "clang", "c"):
+        return "CPU"
+    raise RuntimeError(f"{op}: device {device!r} is not available in this stage; expected 'cpu'")
+
+
+def _check_shape(op: str, shape: Sequence[int]) -> Shape:
+    shape = tuple(shape)
+    if not all(isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 0 for n in shape):
+        raise ValueError(f"{op}: shape must be non-negative ints, got {shape}")
+    if len(shape) > MAX_DIMS:
+        raise ValueError(f"{op}: at most {MAX_DIMS} dims are supported, got {len(shape)}")
+    return tuple(int(n) for n in shape)
+
+
+def _from_python(data, dtype: DType | None) -> np.ndarray:
+    """Python scalars and (nested) lists enter through numpy, with our default dtypes."""
+    try:
+        arr = np.asarray(data)
+    except ValueError:
+        raise ValueError("Tensor: nested lists must be rectangular (ragged lists are not supported)") from None
+    if arr.dtype == object:
+        raise ValueError("Tensor: nested lists must be rectangular and hold only numbers")
+    if dtype is None:
+        if arr.dtype.kind == "f":
+            dtype = dtypes.default_float
+        elif arr.dtype.kind in "iu":
+            dtype = dtypes.default_int
+        elif arr.dtype.kind == "b":
+            dtype = dtypes.bool
+        else:
+            raise TypeError(f"Tensor: cannot make a tensor from {arr.dtype} data")
+    return arr.astype(dtype.np)
+
+
+class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, AutogradMixin):
+    training: bool = False
+
+    def __init__(self, data, dtype=None, device: str | None = None, requires_grad: bool | None = None):
+        self.device = _check_device("Tensor", device)
+        self.requires_grad = requires_grad
+        self.grad: Tensor | None = None
+        dtype = None if dtype is None else to_dtype(dtype, "Tensor")
+        if isinstance(data, Tensor):
+            src = data if dtype is None else data.cast(dtype)
+            self._set(src._buf, src.shape, src._strides, src._offset, src.dtype)
+            check_requires_grad("Tensor", src.dtype, requires_grad)
+            return
+        if isinstance(data, np.ndarray):
+            if data.dtype.kind not in "biuf" or data.dtype.kind == "c":
+                raise TypeError(f"Tensor: unsupported numpy dtype {data.dtype}")
+            if dtype is None:
+                dtype = to_dtype(data.dtype, "Tensor")
+            arr = data.astype(dtype.np)
+        elif isinstance(data, (int, float, bool, list, tuple, np.generic)):
+            arr = _from_python(data, dtype)
+            dtype = to_dtype(arr.dtype, "Tensor")
+        else:
+            raise TypeError(f"Tensor: cannot make a tensor from {type(data).__name__}")
+        shape = _check_shape("Tensor", arr.shape)
+        self._set(Buffer.from_numpy(arr), shape, contiguous_strides(shape), 0, dtype)
+        check_requires_grad("Tensor", dtype, requires_grad)
+
+    def _set(self, buf: Buffer, shape: Shape, strides: Shape, offset: int, dtype: DType) -> None:
+        self._buf, self.shape, self._strides, self._offset, self.dtype = buf, shape, strides, offset, dtype
+
+    # ---- internal constructors: every op builds its result through these ----
+
+    @classmethod
+    def _view(cls, base: Tensor, shape: Shape, strides: Shape, offset: int) -> Tensor:
+        """A tensor sharing base's memory. Callers keep every element inside the buffer."""
+        if len(shape) > MAX_DIMS:
+            raise ValueError(f"view: at most {MAX_DIMS} dims are supported, got shape {tuple(shape)}")
+        out = cls.__new__(cls)
+        out.device, out.requires_grad, out.grad = base.device, None, None
+        out._set(base._buf, tuple(shape), tuple(strides), offset, base.dtype)
+        assert out._in_bounds(), f"view {shape} {strides} +{offset} steps outside its buffer"
+        return out
+
+    def _in_bounds(self) -> bool:
+        """Every element a view can reach lies inside its buffer (kernels trust this)."""
+        if prod(self.shape) == 0:
+            return True
+        lo = self._offset + sum((n - 1) * s for n, s in zip(self.shape, self._strides, strict=True) if s < 0)
+        hi = self._offset + sum((n - 1) * s for n, s in zip(self.shape, self._strides, strict=True) if s > 0)
+        return 0 <= lo and hi < max(self._buf.nbytes // self.dtype.itemsize, 1)
+
+    @classmethod
+    def _alloc(cls, shape: Shape, dtype: DType) -> Tensor:
+        """A fresh contiguous tensor whose every element the caller will write."""
+        out = cls.__new__(cls)
+        out.device, out.requires_grad, out.grad = "CPU", None, None
+        out._set(Buffer(prod(shape) * dtype.itemsize), tuple(shape), contiguous_strides(shape), 0, dtype)
+        return out
+
+    def _ptr(self):
+        return self._buf.ptr(self._offset, self.dtype)
+
+    def _is_contiguous(self) -> bool:
+        return is_contiguous(self.shape, self._strides)
+
+    # ---- properties ----
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def numel(self) -> int:
+        return prod(self.shape)
+
+    @property
+    def T(self) -> Tensor:
+        return self.permute(*reversed(range(self.ndim)))
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return f"<Tensor {self.shape} {self.dtype.name} on {self.device}>"
+
+    __hash__ = object.__hash__
+
+    # ---- creation ----
+
+    @staticmethod
+    def full(shape, fill_value, dtype=None, **kwargs) -> Tensor:
+        shape = _check_shape("full", argfix(shape) if not isinstance(shape, int) else (shape,))
+        if dtype is None:
+            dtype = _from_python(fill_value, None).dtype
+        dtype = to_dtype(dtype, "full")
+        out = Tensor._alloc(shape, dtype)
+        py = bool if dtype.kind == "b" else int if dtype.is_int else float
+        out._buf.fill(prod(shape), dtype, py(fill_value))
+        return out._tag(**kwargs)
+
+    @staticmethod
+    def zeros(*shape, dtype=None, **kwargs) -> Tensor:
+        return Tensor.full(argfix(*shape), 0.0, dtype or dtypes.default_float, **kwargs)
+
+    @staticmethod
+    def ones(*shape, dtype=None, **kwargs) -> Tensor:
+        return Tensor.full(argfix(*shape), 1.0, dtype or dtypes.default_float, **kwargs)
+
+    @staticmethod
+    def empty(*shape, dtype=None, **kwargs) -> Tensor:
+        shape = _check_shape("empty", argfix(*shape))
+        return Tensor._alloc(shape, to_dtype(dtype or dtypes.default_float, "empty"))._tag(**kwargs)
+
+    @staticmethod
+    def arange(start, stop=None, step=1, dtype=None, **kwargs) -> Tensor:
+        if stop is None:
+            start, stop = 0, start
+        if step == 0:
+            raise ValueError("arange: step must not be zero")
+        n = max(0, math.ceil((stop - start) / step))
+        if dtype is None:
+            is_int = all(isinstance(v, int) for v in (start, stop, step))
+            dtype = dtypes.default_int if is_int else dtypes.default_float
+        dtype = to_dtype(dtype, "arange")
+        index = Tensor._iota(n)
+        wide = dtypes.float64 if dtype.is_float else dtypes.int64
+        return (index.cast(wide) * step + start).cast(dtype)._tag(**kwargs)
+
+    @staticmethod
+    def _iota(n: int) -> Tensor:
+        out = Tensor._alloc((n,), dtypes.int64)
+        lib.iota(ffi.cast("int64_t *", out._ptr()), n)
+        return out
+
+    @staticmethod
+    def linspace(start, stop, steps: int, dtype=None, **kwargs) -> Tensor:
+        if steps < 0:
+            raise ValueError(f"linspace: steps must be non-negative, got {steps}")
+        dtype = to_dtype(dtype or dtypes.default_float, "linspace")
+        if steps == 1:
+            return Tensor.full((1,), start, dtype, **kwargs)
+        step = (stop - start) / max(steps - 1, 1)
+        return (Tensor._iota(steps).cast(dtypes.float64) * step + start).cast(dtype)._tag(**kwargs)
+
+    @staticmethod
+    def eye(n: int, m: int | None = None, dtype=None, **kwargs) -> Tensor:
+        m = n if m is None else m
+        rows, cols = Tensor._iota(n).reshape(n, 1), Tensor._iota(m).reshape(1, m)
+        return (rows == cols).cast(dtype or dtypes.default_float)._tag(**kwargs)
+
+    @staticmethod
+    def manual_seed(seed: int = 0) -> None:
+        random.manual_seed(seed)
+
+    @staticmethod
+    def rand(*shape, dtype=None, **kwargs) -> Tensor:
+        shape = _check_shape("rand", argfix(*shape))
+        dtype = to_dtype(dtype or dtypes.default_float, "rand")
+        if not dtype.is_float:
+            raise TypeError(f"rand: dtype must be a float type, got {dtype.name}")
+        buf = random.uniform_buffer(prod(shape), dtype)
+        out = Tensor._alloc((), dtype)
+        out._set(buf, shape, contiguous_strides(shape), 0, dtype)
+        return out._tag(**kwargs)
+
+    @staticmethod
+    def randn(*shape, dtype=None, **kwargs) -> Tensor:
+        # Box-Muller on two uniform draws; 1 - u keeps the log's argument in (0, 1].
+        shape = argfix(*shape)
+        u1, u2 = Tensor.rand(*shape, dtype=dtype), Tensor.rand(*shape, dtype=dtype)
+        return ((1 - u1).log() * -2).sqrt().mul((u2 * (2 * math.pi)).cos())._tag(**kwargs)
+
+    @staticmethod
+    def randint(*shape, low: int = 0, high: int = 10, dtype=None, **kwargs) -> Tensor:
+        if high <= low:
+            raise ValueError(f"randint: need low < high, got low={low}, high={high}")
+        u = Tensor.rand(*shape, dtype=dtypes.float64)
+        return ((u * (high - low)).cast(dtypes.int64) + low).cast(dtype or dtypes.default_int)._tag(**kwargs)
+
+    @staticmethod
+    def uniform(*shape, low: float = 0.0, high: float = 1.0, dtype=None, **kwargs) -> Tensor:
+        return (Tensor.rand(*shape, dtype=dtype) * (high - low) + low)._tag(**kwargs)
+
+    @staticmethod
+    def normal(*shape, mean: float = 0.0, std: float = 1.0, dtype=None, **kwargs) -> Tensor:
+        return (Tensor.randn(*shape, dtype=dtype) * std + mean)._tag(**kwargs)
+
+    @staticmethod
+    def kaiming_uniform(*shape, a: float = 0.01, **kwargs) -> Tensor:
+        shape = argfix(*shape)
+        bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a**2)) / math.sqrt(prod(shape[1:]))
+        return Tensor.uniform(*shape, low=-bound, high=bound, **kwargs)
+
+    @staticmethod
+    def glorot_uniform(*shape, **kwargs) -> Tensor:
+        shape = argfix(*shape)
+        bound = math.sqrt(6.0 / (shape[0] + prod(shape[1:])))
+        return Tensor.uniform(*shape, low=-bound, high=bound, **kwargs)
+
+    def full_like(self, fill_value, dtype=None, **kwargs) -> Tensor:
+        return Tensor.full(self.shape, fill_value, dtype or self.dtype, **kwargs)
+
+    def zeros_like(self, dtype=None, **kwargs) -> Tensor:
+        return self.full_like(0, dtype, **kwargs)
+
+    def ones_like(self, dtype=None, **kwargs) -> Tensor:
+        return self.full_like(1, dtype, **kwargs)
+
+    def _tag(self, device: str | None = None, requires_grad: bool | None = None) -> Tensor:
+        """Apply the creation keywords every constructor accepts."""
+        self.device = _check_device("Tensor", device)
+        check_requires_grad("Tensor", self.dtype, requires_grad)
+        self.requires_grad = requires_grad
+        return self
+
+    # ---- conversion ----
+
+    def contiguous(self) -> Tensor:
+        if self._is_contiguous():
+            return self
+        out = Tensor._alloc(self.shape, self.dtype)
+        shape, (so, sa) = merge_dims(self.shape, out._strides, self._strides)
+        assert lib.copy_strided(self.dtype.itemsize, out._ptr(), int64s(so), self._ptr(),
+                                int64s(sa), len(shape), int64s(shape)) == 0
+        return record(out, "contiguous", (self,))
+
+    def clone(self) -> Tensor:
+        """A contiguous copy that shares no memory with self."""
+        out = Tensor._alloc(self.shape, self.dtype)
+        out._copy_into(self)
+        return record(out, "contiguous", (self,))
+
+    def numpy(self) -> np.ndarray:
+        x = self.contiguous()
+        return x._buf.to_numpy(x._offset, x.numel(), x.dtype).reshape(x.shape)
+
+    def item(self):
+        if self.numel() != 1:
+            raise ValueError(f"item: only a tensor with one element converts to a scalar, got {self.shape}")
+        return self._buf.read(self._offset, self.dtype)
+
+    def tolist(self):
+        return self.numpy().tolist()
+
+    def to(self, device: str | None) -> Tensor:
+        _check_device("to", device)
+        return self
+
+    def realize(self) -> Tensor:
+        return self
+
+    def cast(self, dtype) -> Tensor:
+        dtype = to_dtype(dtype, "cast")
+        if dtype is self.dtype:
+            return self
+        out = Tensor._alloc(self.shape, dtype)
+        shape, (sa,) = merge_dims(self.shape, self._strides)
+        assert lib.cast(dtype.code, self.dtype.code, out._ptr(), self._ptr(), len(shape),
+                        int64s(shape), int64s(sa)) == 0
+        return record(out, "cast", (self,))
+
+    def float(self) -> Tensor:
+        return self.cast(dtypes.float32)
+
+    def int(self) -> Tensor:
+        return self.cast(dtypes.int32)
+
+    def bool(self) -> Tensor:
+        return self.cast(dtypes.bool)
+
+    def __bool__(self) -> bool:
+        if self.numel() != 1:
+            raise ValueError(f"bool: the truth value of a tensor of shape {self.shape} is ambiguous")
+        return bool(self.item())
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+

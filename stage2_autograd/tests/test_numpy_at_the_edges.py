@@ -1,0 +1,46 @@
+"""numpy is only the door in and out: no stage module calls a numpy function that computes.
+
+Every `np.<name>` used in the package must be on the list of conversion/type helpers below."""
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1]
+
+# Converting data in and out, and naming types. Nothing here does arithmetic on values.
+ALLOWED = {"asarray", "ascontiguousarray", "empty", "zeros", "dtype", "ndarray", "generic", "integer",
+           "bool_", "int32", "int64", "float32", "float64"}
+
+
+def numpy_uses(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    return {node.attr for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "np"}
+
+
+def test_only_conversion_helpers_of_numpy_are_used():
+    used = {}
+    for path in PACKAGE.glob("*.py"):
+        extra = numpy_uses(path) - ALLOWED
+        if extra:
+            used[path.name] = sorted(extra)
+    assert used == {}
+
+
+def test_numpy_is_imported_only_by_the_edge_modules():
+    importers = set()
+    for path in PACKAGE.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import) and any(a.name == "numpy" for a in node.names):
+                importers.add(path.name)
+            if isinstance(node, ast.ImportFrom) and node.module == "numpy":
+                importers.add(path.name)
+    assert importers <= {"tensor.py", "buffer.py", "dtype.py", "movement.py"}
+
+
+def test_the_stage_imports_no_other_stage_and_not_common():
+    for path in PACKAGE.glob("*.py"):
+        text = path.read_text()
+        for name in ("common", "stage2_autograd", "stage3_compiler"):
+            assert f"import {name}" not in text and f"from {name}" not in text, path.name
