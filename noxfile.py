@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import sys
 
 import nox
 
@@ -29,6 +31,14 @@ def stage1(session: nox.Session) -> None:
                 *session.posargs)
 
 
+@nox.session
+def stage2(session: nox.Session) -> None:
+    """Install stage2, run its own tests and the conformance suite (gradients against torch) against it."""
+    install(session, "test", "torch")
+    session.run("pytest", "-q", "stage2_autograd/tests", "conformance", "--stage", "stage2_autograd",
+                *session.posargs)
+
+
 @nox.session(default=False)
 def conformance(session: nox.Session) -> None:
     """The conformance suite against every stage present (each stage session already runs its part)."""
@@ -38,10 +48,26 @@ def conformance(session: nox.Session) -> None:
 
 @nox.session
 def models(session: nox.Session) -> None:
-    """Data loaders and the models of common/ on real data (fetches the VADER sdist once)."""
-    install(session, "test", "data")
+    """Data loaders, tokenizers, the model zoo and its training loop on real data (fetches the data files once)."""
+    install(session, "test", "data", "torch")
     session.run("python", "-m", "common.data.fetch")
     session.run("pytest", "-q", "common/tests", *session.posargs)
+
+
+@nox.session(default=False)
+def nanogpt(session: nox.Session) -> None:
+    """The main job: train the nanoGPT CPU config on character-level Shakespeare (stage2), print samples."""
+    install(session, "data")
+    session.run("python", "-m", "common.data.fetch")
+    session.run("sitp", "train", "nanogpt", "--stage", "2", *session.posargs)
+
+
+@nox.session(default=False)
+def bench_train(session: nox.Session) -> None:
+    """nanoGPT CPU-config step time on stage2 vs PyTorch eager, and peak memory; JSON under benchmarks/results/."""
+    install(session, "test", "torch")
+    session.run("pytest", "-s", "benchmarks/test_train.py", "--benchmark-json", "benchmarks/results/train.json",
+                *session.posargs)
 
 
 @nox.session
@@ -50,12 +76,23 @@ def asan(session: nox.Session) -> None:
     libasan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
     if not os.path.isabs(libasan):
         session.skip("gcc has no libasan here")
+    # libstdc++ is preloaded too: ASan must find __cxa_throw at start-up, or the first C++ exception
+    # of an extension (matplotlib's ft2font, imported by the model tests) aborts the process.
+    libstdcxx = subprocess.run(["gcc", "-print-file-name=libstdc++.so"], capture_output=True, text=True).stdout.strip()
     install(session, "test")
-    env = {"SITP_SANITIZE": "address", "LD_PRELOAD": libasan,
+    env = {"SITP_SANITIZE": "address", "LD_PRELOAD": f"{libasan} {libstdcxx}",
            "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1"}  # CPython itself is not leak-clean
     session.run("python", "-c", "import stage1_ndarray", env=env)
     session.run("pytest", "-q", "-p", "no:cacheprovider", "conformance", "stage1_ndarray/tests",
                 "--stage", "stage1_ndarray", *session.posargs, env=env)
+
+
+@nox.session(venv_backend="none")
+def ptx(session: nox.Session) -> None:
+    """Compile every CUDA source and every generated runtime kernel to PTX with nvcc (and assemble it)."""
+    if shutil.which("nvcc") is None:
+        session.skip("nvcc is not on PATH: the CUDA sources were not compiled")
+    session.run(sys.executable, "-m", "benchmarks.ptx_check", "--jobs", "2", *session.posargs, external=True)
 
 
 @nox.session(default=False)
@@ -79,7 +116,18 @@ def bench(session: nox.Session) -> None:
 def gemm(session: nox.Session) -> None:
     """The CPU GEMM ladder leaderboard: every variant x size, 1 and 2 threads, vs OpenBLAS and torch."""
     install(session, "test", "gemm")
-    session.error("gemm: the leaderboard suite is not written yet")
+    session.run("pytest", "-q", "benchmarks/test_gemm.py", "--benchmark-json", "benchmarks/results/gemm.json",
+                *session.posargs)
+    session.run("python", "-m", "benchmarks.gemm_leaderboard", "benchmarks/results/gemm.json")
+
+
+@nox.session(default=False, venv_backend="none")
+def gemm_cuda(session: nox.Session) -> None:
+    """The CUDA GEMM ladder vs cuBLAS on a GPU, with the interpreter that has CuPy (GPU images ship it)."""
+    # No venv: GPU machines are offline, and their image's python3 already holds CuPy and pytest-benchmark.
+    session.run("python3", "-m", "pytest", "-q", "benchmarks/test_gemm_cuda.py", "--benchmark-json",
+                "benchmarks/results/gemm_cuda.json", *session.posargs, external=True)
+    session.run("python3", "-m", "benchmarks.gemm_cuda_leaderboard", "--write-headers", external=True)
 
 
 @nox.session(default=False, venv_backend="none")

@@ -1,8 +1,11 @@
-"""The ``sitp`` console command. ``sitp train linreg|logreg|softmax --stage 1`` for now;
-``sample``, ``chat``, ``bench`` and ``diff`` are further subcommands of the same parser.
+"""The ``sitp`` console command: ``sitp train linreg|logreg|softmax --stage 1`` (the GLMs, any
+stage), ``sitp train mlp|rnn|lstm|cnn|nanogpt --stage 2`` (the zoo, a stage with autograd),
+``sitp sample --ckpt PATH --stage 1|2``, and ``sitp diff``; ``chat`` and ``bench`` come later.
 
 Runs write a loss-curve PNG and a metrics.json into ``--out``, by default
-``$SITP_CACHE/runs/<task>-stage<N>-<timestamp>`` (outside the source tree, like all data).
+``$SITP_CACHE/runs/<task>-stage<N>-<timestamp>`` for the GLMs and ``$SITP_CACHE/runs/<task>-stage<N>``
+for the zoo (a fixed folder, so ``--resume`` finds the checkpoint without ``--out``); both are
+outside the source tree, like all data.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from pathlib import Path
 
 from .data import Split, cache_dir, load_diabetes, load_digits8x8, load_housing, load_mnist5k, load_vader_bow
 from .stages import STAGES, load_stage
-from .train import TrainResult, save_loss_curve, train_linreg, train_logreg, train_softmax
+from .train import TrainResult, save_loss_curve, train_linreg, train_logreg, train_softmax, zoo_cli
 from .train.reference import relative_error, sklearn_linreg, sklearn_logistic
 
 # task -> data set name -> loader; the first data set of each task is its default
@@ -72,6 +75,10 @@ def _run_classifier(Tensor: type, data: Split, args: argparse.Namespace) -> list
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    if args.task in zoo_cli.TASKS:
+        return zoo_cli.cmd_train(args)
+    if args.stage is None:
+        args.stage = 1
     for key, value in DEFAULTS[args.task].items():
         if getattr(args, key) is None:
             setattr(args, key, value)
@@ -109,9 +116,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True)
     train = commands.add_parser("train", help="train a model from the zoo on one stage")
-    train.add_argument("task", choices=sorted(DATASETS), help="which model")
+    train.add_argument("task", choices=sorted(DATASETS) + list(zoo_cli.TASKS), help="which model")
     train.add_argument(
-        "--stage", type=int, default=1, choices=sorted(STAGES), help="which stage's Tensor to use"
+        "--stage", type=int, default=None, choices=sorted(STAGES),
+        help="which stage's Tensor to use (default: 1 for the GLMs, 2 for the zoo, which needs autograd)",
     )
     train.add_argument(
         "--data", default=None, help="data set (linreg: housing|diabetes; softmax: mnist5k|digits8x8)"
@@ -121,11 +129,14 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--lr", type=float, default=None, help="learning rate")
     train.add_argument("--momentum", type=float, default=None, help="Nesterov momentum (0 = plain GD)")
     train.add_argument("--C", type=float, default=1.0, help="inverse L2 strength, as sklearn's C")
-    train.add_argument("--seed", type=int, default=0, help="seed of the train/val/test split")
+    train.add_argument("--seed", type=int, default=0,
+                       help="GLMs: seed of the train/val/test split; zoo: seed of the init and the batches")
     train.add_argument("--out", default=None, help="output dir (default: $SITP_CACHE/runs/...)")
     train.add_argument("--no-reference", action="store_true", help="skip the sklearn reference fit")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
+    zoo_cli.add_train_arguments(train)
     train.set_defaults(func=cmd_train)
+    zoo_cli.add_sample_parser(commands)
     diff = commands.add_parser("diff", help="the lesson between two stages (files that changed, lines per file)")
     diff.add_argument("stages", nargs="*", default=["1", "2"], help="two stage numbers, e.g. 1 2")
     diff.add_argument("--stat", action="store_true", help="only the changed-lines table")

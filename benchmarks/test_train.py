@@ -1,0 +1,143 @@
+"""Training-step benchmark: the nanoGPT CPU config on stage2 against PyTorch eager CPU, in one run.
+
+Config (the issue's): n_layer 4, n_head 4, n_embd 128, block 64, batch 12, no dropout, no bias,
+vocab 78 (the characters of our Shakespeare text); one step = forward, backward, clip at 1.0,
+AdamW with nanoGPT's two groups. Batches are
+random token ids (the time of a step does not depend on the text). Both sides start from the
+same weights. Memory: peak RSS of the process (ru_maxrss) and a leak check: the stage2 process's
+current RSS and the Python heap (tracemalloc) must not keep growing once training is warm.
+
+Run: `nox -s bench_train` (or `pytest benchmarks/test_train.py --benchmark-only`); torch is
+needed (the `torch` extra), so the module skips where it is absent (the kernel `bench` session).
+The ratio test prints the step-time ratio and checks the issue's goal (stage2 within 3x torch).
+"""
+
+from __future__ import annotations
+
+import gc
+import resource
+import statistics
+import time
+import tracemalloc
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+s2 = pytest.importorskip("stage2_autograd")
+
+from common.models.gpt import GPT, GPTConfig  # noqa: E402
+from common.train.optimizers import build_optimizer  # noqa: E402
+from conformance.models import GPT as TorchGPT  # noqa: E402
+from conformance.models import load_numpy_state  # noqa: E402
+
+CONFIG = GPTConfig(block_size=64, vocab_size=78, n_layer=4, n_head=4, n_embd=128, dropout=0.0, bias=False)
+BATCH = 12
+GOAL_RATIO = 3.0
+
+
+def batch(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    ids = rng.integers(0, CONFIG.vocab_size, (BATCH, CONFIG.block_size + 1))
+    return ids[:, :-1], ids[:, 1:]
+
+
+def stage2_stepper():
+    T = s2.Tensor
+    T.manual_seed(0)
+    model = GPT(s2, CONFIG)
+    opt = build_optimizer(s2, model, "adamw", 1e-3, 0.1, (0.9, 0.99))
+    rng = np.random.default_rng(0)
+    weights = {k: t.numpy() for k, t in s2.nn.state.get_state_dict(model).items()}
+
+    def step() -> float:
+        x, y = batch(rng)
+        loss = model.loss(T(x), T(y))
+        loss.backward()
+        s2.optim.clip_grad_norm_(opt.params, 1.0)
+        opt.step()
+        opt.zero_grad()
+        return loss.item()
+
+    return step, weights
+
+
+def torch_stepper(weights: dict[str, np.ndarray]):
+    model = TorchGPT(CONFIG.vocab_size, CONFIG.block_size, CONFIG.n_layer, CONFIG.n_head, CONFIG.n_embd, CONFIG.bias)
+    load_numpy_state(model, weights)
+    opt = model.configure_optimizers(0.1, 1e-3, (0.9, 0.99))
+    rng = np.random.default_rng(0)
+
+    def step() -> float:
+        x, y = batch(rng)
+        loss = model.loss(torch.from_numpy(x), torch.from_numpy(y))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss.item()
+
+    return step
+
+
+@pytest.mark.parametrize("impl", ["stage2", "torch"])
+def test_nanogpt_step(benchmark, impl):
+    step, weights = stage2_stepper()
+    if impl == "torch":
+        step = torch_stepper(weights)
+    first = step()
+    assert abs(first - np.log(CONFIG.vocab_size)) < 0.5  # a sane start: about ln(vocab)
+    benchmark.group = "nanogpt-cpu-step"
+    benchmark.extra_info.update(impl=impl, batch=BATCH, tokens_per_step=BATCH * CONFIG.block_size,
+                                torch_threads=torch.get_num_threads())
+    benchmark.pedantic(step, rounds=10, iterations=1, warmup_rounds=2)
+    benchmark.extra_info["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def test_step_time_ratio(record_property):
+    """Median step time of stage2 over torch's, interleaved in one run so both see the same load."""
+    ours, weights = stage2_stepper()
+    theirs = torch_stepper(weights)
+    times: dict[str, list[float]] = {"stage2": [], "torch": []}
+    for _ in range(2):
+        ours(), theirs()
+    for _ in range(10):
+        for name, step in (("stage2", ours), ("torch", theirs)):
+            start = time.perf_counter()
+            step()
+            times[name].append(time.perf_counter() - start)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    ratio = med["stage2"] / med["torch"]
+    print(f"\nnanoGPT CPU step: stage2 {med['stage2'] * 1e3:.1f} ms, torch {med['torch'] * 1e3:.1f} ms "
+          f"({torch.get_num_threads()} threads), ratio {ratio:.2f}x (goal <= {GOAL_RATIO}x)")
+    record_property("stage2_ms", med["stage2"] * 1e3)
+    record_property("torch_ms", med["torch"] * 1e3)
+    record_property("ratio", ratio)
+    assert ratio <= GOAL_RATIO, f"stage2 step is {ratio:.2f}x torch's, the goal is {GOAL_RATIO}x"
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize() / 2**20
+
+
+def test_no_memory_growth():
+    """After warm-up, 20 more stage2 steps grow neither the Python heap nor the process's RSS."""
+    step, _ = stage2_stepper()
+    for _ in range(5):
+        step()
+    gc.collect()
+    tracemalloc.start()
+    rss_before = _rss_mb()
+    heap_before = tracemalloc.get_traced_memory()[0]
+    for _ in range(20):
+        step()
+    gc.collect()
+    heap_growth = (tracemalloc.get_traced_memory()[0] - heap_before) / 2**20
+    peak_heap = tracemalloc.get_traced_memory()[1] / 2**20
+    tracemalloc.stop()
+    rss_growth = _rss_mb() - rss_before
+    peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"\npeak RSS {peak_rss:.0f} MB; over 20 steps: RSS {rss_growth:+.1f} MB, Python heap {heap_growth:+.2f} MB "
+          f"(traced peak {peak_heap:.1f} MB)")
+    assert heap_growth < 1.0, f"the Python heap grew by {heap_growth:.2f} MB over 20 steps"
+    assert rss_growth < 20.0, f"RSS grew by {rss_growth:.1f} MB over 20 steps"

@@ -1,0 +1,77 @@
+"""Sampling: top-k restricts the support to the k most likely tokens, temperature reshapes the
+distribution as softmax(logits / T), draws follow the probabilities, bad arguments raise, and
+generation from a model appends tokens on any stage."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from common.train.sample import generate, generate_names, next_token_probs, sample_next
+
+LOGITS = np.array([[2.0, 1.0, 0.5, -1.0, 3.0, 0.0], [0.0, 0.0, 5.0, 1.0, 1.0, -2.0]])
+
+
+def test_top_k_restricts_support():
+    rng = np.random.default_rng(0)
+    for k in (1, 2, 3):
+        draws = np.stack([sample_next(LOGITS, rng, top_k=k) for _ in range(300)])  # (300, 2)
+        # the k largest logits, and any token tied with the k-th
+        allowed = [set(np.flatnonzero(row >= np.sort(row)[-k]).tolist()) for row in LOGITS]
+        for col in range(2):
+            assert set(draws[:, col].tolist()) <= allowed[col]
+        assert len(set(draws[:, 0].tolist())) == k  # and every allowed token does occur
+    p = next_token_probs(LOGITS, top_k=2)
+    assert (p > 0).sum(axis=1).tolist() == [2, 3]  # row 2 has a tie at the 2nd place: both kept
+    np.testing.assert_allclose(p.sum(axis=1), 1.0)
+    assert (next_token_probs(LOGITS, top_k=100) > 0).all()
+
+
+def test_temperature():
+    for t in (0.5, 1.0, 2.0):
+        z = LOGITS / t
+        expected = np.exp(z - z.max(1, keepdims=True))
+        expected /= expected.sum(1, keepdims=True)
+        np.testing.assert_allclose(next_token_probs(LOGITS, temperature=t), expected, rtol=1e-12)
+    sharp, flat = next_token_probs(LOGITS, 0.1), next_token_probs(LOGITS, 10.0)
+    assert sharp[0].max() > 0.99 and flat[0].max() < 0.25
+    rng = np.random.default_rng(0)
+    cold = [sample_next(LOGITS, rng, temperature=0.05)[0] for _ in range(100)]
+    assert set(cold) == {4}  # near-greedy
+
+
+def test_draws_follow_the_probabilities():
+    rng = np.random.default_rng(1)
+    p = next_token_probs(LOGITS[:1])[0]
+    draws = np.array([sample_next(LOGITS[:1], rng)[0] for _ in range(4000)])
+    freq = np.bincount(draws, minlength=6) / len(draws)
+    assert np.abs(freq - p).max() < 0.03
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="temperature"):
+        next_token_probs(LOGITS, temperature=0)
+    with pytest.raises(ValueError, match="top_k"):
+        next_token_probs(LOGITS, top_k=0)
+    with pytest.raises(ValueError, match=r"\(B, V\)"):
+        next_token_probs(LOGITS[0])
+
+
+class Echo:
+    """A fake language model on the stage's Tensor: always predicts (last token + 1) mod V."""
+
+    def __init__(self, T: type, V: int, sequence: bool):
+        self.T, self.V, self.sequence = T, V, sequence
+
+    def __call__(self, idx):
+        eye = np.eye(self.V)[(idx.numpy() + 1) % self.V] * 50.0  # (B, T, V)
+        return self.T(eye if self.sequence else eye[:, -1])
+
+
+def test_generate_on_stage1(Tensor):
+    out = generate(Echo(Tensor, 5, True), Tensor, np.array([[0], [3]]), 4, context=2,
+                   rng=np.random.default_rng(0), top_k=1)
+    assert out.tolist() == [[0, 1, 2, 3, 4], [3, 4, 0, 1, 2]]
+    names = generate_names(Echo(Tensor, 5, False), Tensor, end=0, count=2, rng=np.random.default_rng(0),
+                           block_size=3, top_k=1)
+    assert names == [[1, 2, 3, 4], [1, 2, 3, 4]]  # 0 -> 1 -> ... -> 4 -> 0 (the end token)

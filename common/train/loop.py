@@ -1,0 +1,133 @@
+"""The training loop of the zoo: schedules, gradient accumulation, clipping, eval, checkpoints, resume.
+
+One optimizer step: set the learning rate for this step, run ``grad_accum`` micro-batches
+(each loss divided by grad_accum before backward, so the gradients add up to the mean), clip the
+global gradient norm, step, zero the gradients. The loss recorded for the step is the mean of
+its micro-batch losses. Val loss is estimated every ``eval_every`` steps on ``eval_batches``
+batches drawn by a fixed-seed RNG (the same val batches every time, and the train stream is
+not touched). Checkpoints (see checkpoint.py) hold everything the next step depends on, so
+``resume`` continues with exactly the losses the uninterrupted run has.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from .checkpoint import load_checkpoint, load_model_weights, restore_rngs, save_checkpoint
+from .curves import save_loss_curve
+from .optimizers import build_optimizer
+from .tasks import Task, TrainConfig
+
+CHECKPOINT = "ckpt.safetensors"
+
+
+@dataclass
+class RunResult:
+    train_losses: list[float]
+    val_history: list[tuple[int, float]]  # (step, val loss)
+    seconds: float
+    checkpoint: Path | None
+    model: Any = field(repr=False, default=None)
+
+
+def learning_rate(cfg: TrainConfig, step: int, optim: ModuleType) -> float:
+    if cfg.schedule == "constant":
+        return cfg.lr
+    if cfg.schedule == "cosine":
+        total = cfg.lr_decay_steps or cfg.steps
+        return optim.cosine_lr(step, lr=cfg.lr, warmup=cfg.warmup, total=total, min_lr=cfg.min_lr)
+    raise ValueError(f"train: schedule must be 'cosine' or 'constant', got {cfg.schedule!r}")
+
+
+def evaluate(task: Task, stage: ModuleType, model: Any, cfg: TrainConfig) -> float:
+    """Mean loss over ``cfg.eval_batches`` val batches, without gradients."""
+    T = stage.Tensor
+    rng = np.random.default_rng([cfg.seed, 1])
+    total = 0.0
+    with T.no_grad():
+        for _ in range(cfg.eval_batches):
+            x, y = task.tensors(T, *task.val.sample(rng, cfg.batch_size))
+            total += model.loss(x, y).item()
+    return total / cfg.eval_batches
+
+
+def train_step(task: Task, stage: ModuleType, model: Any, opt: Any, cfg: TrainConfig,
+               rng: np.random.Generator) -> float:
+    """One optimizer step on ``cfg.grad_accum`` fresh train batches; returns their mean loss."""
+    T = stage.Tensor
+    total = 0.0
+    with T.train():
+        for _ in range(cfg.grad_accum):
+            x, y = task.tensors(T, *task.train.sample(rng, cfg.batch_size))
+            loss = model.loss(x, y)
+            (loss / cfg.grad_accum).backward()
+            total += loss.item()
+    if cfg.grad_clip:
+        stage.optim.clip_grad_norm_(opt.params, cfg.grad_clip)
+    opt.step()
+    opt.zero_grad()
+    return total / cfg.grad_accum
+
+
+def train(task: Task, stage: ModuleType, cfg: TrainConfig, out: str | Path | None = None, resume: bool = False,
+          progress: bool = True, log: Any = print) -> RunResult:
+    """Train ``task`` on ``stage`` for ``cfg.steps`` steps; checkpoints go to ``out/ckpt.safetensors``."""
+    if not hasattr(stage.Tensor, "backward") or getattr(stage, "optim", None) is None:
+        raise RuntimeError(f"train: {stage.__name__} has no autograd; training needs --stage 2 or later")
+    if cfg.steps < 1 or cfg.grad_accum < 1 or cfg.batch_size < 1:
+        raise ValueError(f"train: steps, grad_accum and batch_size must be >= 1, got {cfg.steps}, "
+                         f"{cfg.grad_accum}, {cfg.batch_size}")
+    T = stage.Tensor
+    T.manual_seed(cfg.seed)
+    model = task.build(stage)
+    opt = build_optimizer(stage, model, cfg.optimizer, cfg.lr, cfg.weight_decay, cfg.betas)
+    rng = np.random.default_rng(cfg.seed)
+    ckpt = Path(out) / CHECKPOINT if out is not None else None
+    meta = {**task.meta(), "train_config": asdict(cfg)}
+    start, losses, val_history = 0, [], []
+    if resume:
+        if ckpt is None or not ckpt.is_file():
+            raise RuntimeError(f"train --resume: no checkpoint at {ckpt}")
+        state = load_checkpoint(ckpt)
+        if state.meta["task"] != task.name or state.meta["config"] != json.loads(json.dumps(meta["config"])):
+            raise ValueError(f"train --resume: {ckpt} holds {state.meta['task']} {state.meta['config']}, "
+                             f"not {task.name} {meta['config']}")
+        load_model_weights(stage, model, state.model)
+        opt.load_state_dict({k: T(np.ascontiguousarray(v)) for k, v in state.optim.items()})
+        restore_rngs(stage, state, rng)
+        start, losses = state.step, list(state.train_losses)
+        val_history = [tuple(v) for v in state.meta.get("val_history", [])]
+        log(f"resumed from {ckpt} at step {start}")
+    began = time.perf_counter()
+    bar = tqdm(range(start, cfg.steps), desc=f"{task.name} {stage.__name__}", disable=not progress,
+               mininterval=1.0, initial=start, total=cfg.steps)
+    for step in bar:
+        opt.lr = learning_rate(cfg, step, stage.optim)
+        losses.append(train_step(task, stage, model, opt, cfg, rng))
+        if not np.isfinite(losses[-1]):
+            raise RuntimeError(f"train {task.name}: loss is {losses[-1]} at step {step}; lower the learning rate")
+        done = step + 1
+        if (cfg.eval_every and done % cfg.eval_every == 0) or done == cfg.steps:
+            val_history.append((done, evaluate(task, stage, model, cfg)))
+            log(f"step {done}: train loss {losses[-1]:.4f}, val loss {val_history[-1][1]:.4f}, "
+                f"lr {opt.lr:.2e}, {time.perf_counter() - began:.1f}s")
+        if step % 10 == 0 or done == cfg.steps:
+            bar.set_postfix(loss=f"{losses[-1]:.4f}")
+        if ckpt is not None and ((cfg.ckpt_every and done % cfg.ckpt_every == 0) or done == cfg.steps):
+            save_checkpoint(ckpt, stage, model, opt, done, rng, {**meta, "val_history": val_history}, losses)
+    seconds = time.perf_counter() - began
+    if out is not None:
+        save_loss_curve(losses, Path(out) / f"{task.name}-loss.png", f"{task.name} on {stage.__name__}")
+        metrics = {"task": task.name, "stage": stage.__name__, "steps": cfg.steps, "seconds": seconds,
+                   "final_train_loss": losses[-1], "val_history": val_history, "train_config": asdict(cfg),
+                   "model_config": meta["config"]}
+        (Path(out) / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    return RunResult(losses, val_history, seconds, ckpt, model)
