@@ -48,8 +48,10 @@ class FunctionalMixin:
             # instead of copying b once per batch (a Linear layer on a (B, T, C) input).
             out = a2.reshape(count * M, K).matmul(b2).reshape(batch + (M, N))
             return out.squeeze(-1) if b.ndim == 1 else out
-        a3 = a2.cast(dtype)._broadcast_to(batch + (M, K)).contiguous()
-        b3 = b2.cast(dtype)._broadcast_to(batch + (K, N)).contiguous()
+        a3 = a2.cast(dtype)._broadcast_to(batch + (M, K))
+        b3 = b2.cast(dtype)._broadcast_to(batch + (K, N))
+        if batch or dtype is not dtypes.float32:  # the float32 rungs read a 2-D view through its strides
+            a3, b3 = a3.contiguous(), b3.contiguous()
         out = a3._alloc(batch + (M, N), dtype)
         batched_matmul(dtype, out, a3, b3, count, M, N, K)
         if a.ndim == 1:

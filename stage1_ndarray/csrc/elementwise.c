@@ -5,7 +5,9 @@
 
 /* ---- unary ---- */
 
-#define UNARY_LOOP(T, OUT_T, EXPR) do {                                           \
+#define UNARY_LOOP(T, OUT_T, EXPR) UNARY_WALK(T, OUT_T, EXPR, SERIAL)
+#define UNARY_LIBM(T, OUT_T, EXPR) UNARY_WALK(T, OUT_T, EXPR, PAR_MIN)
+#define UNARY_WALK(T, OUT_T, EXPR, MIN) do {                                      \
     OUT_T *restrict o = (OUT_T *)out;                                             \
     const T *A = (const T *)a;                                                    \
     i64 n = INNER_LEN(ndim, shape), s = INNER_STRIDE(ndim, sa);                   \
@@ -13,8 +15,13 @@
     const i64 *st[1] = {sa};                                                      \
     for (i64 r = 0; r < rows; r++, o += n) {                                      \
       const T *p = A + off[0];                                                    \
-      if (s == 1) for (i64 i = 0; i < n; i++) { T x = p[i]; o[i] = (EXPR); }      \
-      else for (i64 i = 0; i < n; i++) { T x = p[i * s]; o[i] = (EXPR); }         \
+      if (s == 1 && SPLIT(MIN)) {                                                 \
+        PARALLEL_FOR                                                              \
+        for (i64 i = 0; i < n; i++) { T x = p[i]; o[i] = (EXPR); }                \
+      } else if (s == 1)                                                          \
+        for (i64 i = 0; i < n; i++) { T x = p[i]; o[i] = (EXPR); }                \
+      else                                                                        \
+        for (i64 i = 0; i < n; i++) { T x = p[i * s]; o[i] = (EXPR); }            \
       walk_next(ndim, shape, idx, 1, off, st);                                    \
     }                                                                             \
     return 0;                                                                     \
@@ -26,14 +33,14 @@
     case U_NEG: UNARY_LOOP(T, T, -x);                                             \
     case U_RECIP: UNARY_LOOP(T, T, (T)1 / x);                                     \
     case U_SQRT: UNARY_LOOP(T, T, sqrt##SUF(x));                                  \
-    case U_EXP: UNARY_LOOP(T, T, exp##SUF(x));                                    \
-    case U_LOG: UNARY_LOOP(T, T, log##SUF(x));                                    \
-    case U_EXP2: UNARY_LOOP(T, T, exp2##SUF(x));                                  \
-    case U_LOG2: UNARY_LOOP(T, T, log2##SUF(x));                                  \
-    case U_SIN: UNARY_LOOP(T, T, sin##SUF(x));                                    \
-    case U_COS: UNARY_LOOP(T, T, cos##SUF(x));                                    \
-    case U_TANH: UNARY_LOOP(T, T, tanh##SUF(x));                                  \
-    case U_ERF: UNARY_LOOP(T, T, erf##SUF(x));                                    \
+    case U_EXP: UNARY_LIBM(T, T, exp##SUF(x));                                    \
+    case U_LOG: UNARY_LIBM(T, T, log##SUF(x));                                    \
+    case U_EXP2: UNARY_LIBM(T, T, exp2##SUF(x));                                  \
+    case U_LOG2: UNARY_LIBM(T, T, log2##SUF(x));                                  \
+    case U_SIN: UNARY_LIBM(T, T, sin##SUF(x));                                    \
+    case U_COS: UNARY_LIBM(T, T, cos##SUF(x));                                    \
+    case U_TANH: UNARY_LIBM(T, T, tanh##SUF(x));                                  \
+    case U_ERF: UNARY_LIBM(T, T, erf##SUF(x));                                    \
     case U_ABS: UNARY_LOOP(T, T, fabs##SUF(x));                                   \
     case U_SIGN: UNARY_LOOP(T, T, x > 0 ? (T)1 : (x < 0 ? (T)-1 : x));            \
   }                                                                               \
@@ -65,7 +72,9 @@ int unary(int op, int dtype, void *out, const void *a,
 
 /* ---- binary ---- */
 
-#define BINARY_LOOP(T, OUT_T, EXPR) do {                                          \
+#define BINARY_LOOP(T, OUT_T, EXPR) BINARY_WALK(T, OUT_T, EXPR, SERIAL)
+#define BINARY_LIBM(T, OUT_T, EXPR) BINARY_WALK(T, OUT_T, EXPR, PAR_MIN)
+#define BINARY_WALK(T, OUT_T, EXPR, MIN) do {                                     \
     OUT_T *restrict o = (OUT_T *)out;                                             \
     const T *A = (const T *)a, *B = (const T *)b;                                 \
     i64 n = INNER_LEN(ndim, shape);                                               \
@@ -74,7 +83,10 @@ int unary(int op, int dtype, void *out, const void *a,
     const i64 *st[2] = {sa, sb};                                                  \
     for (i64 r = 0; r < rows; r++, o += n) {                                      \
       const T *p = A + off[0], *q = B + off[1];                                   \
-      if (s == 1 && t == 1)                                                       \
+      if (s == 1 && t == 1 && SPLIT(MIN)) {                                       \
+        PARALLEL_FOR                                                              \
+        for (i64 i = 0; i < n; i++) { T x = p[i], y = q[i]; o[i] = (EXPR); }      \
+      } else if (s == 1 && t == 1)                                                \
         for (i64 i = 0; i < n; i++) { T x = p[i], y = q[i]; o[i] = (EXPR); }      \
       else if (s == 1 && t == 0)                                                  \
         for (i64 i = 0; i < n; i++) { T x = p[i], y = q[0]; o[i] = (EXPR); }      \
@@ -94,7 +106,7 @@ int unary(int op, int dtype, void *out, const void *a,
     case B_SUB: BINARY_LOOP(T, T, x - y);                                         \
     case B_MUL: BINARY_LOOP(T, T, x * y);                                         \
     case B_DIV: BINARY_LOOP(T, T, x / y);                                         \
-    case B_POW: BINARY_LOOP(T, T, pow##SUF(x, y));                                \
+    case B_POW: BINARY_LIBM(T, T, pow##SUF(x, y));                                \
     case B_MAX: BINARY_LOOP(T, T, (x > y || x != x) ? x : y);                     \
     case B_MIN: BINARY_LOOP(T, T, (x < y || x != x) ? x : y);                     \
     case B_LT: BINARY_LOOP(T, uint8_t, x < y);                                    \

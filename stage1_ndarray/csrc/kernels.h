@@ -26,5 +26,15 @@ static inline void walk_next(int ndim, const i64 *shape, i64 *idx, int k, i64 *o
   }
 }
 
+/* A unit-stride loop of a costly expression (a libm call) over at least PAR_MIN elements is
+   split across the cores with OpenMP, where the build has it (OMP_NUM_THREADS caps the
+   threads). Cheap loads-adds-stores are not: they are bound by memory, and a second core would
+   fetch the first core's cached data instead of helping. SPLIT(MIN) tells whether an n-long loop
+   splits: MIN is PAR_MIN, or SERIAL (0), which the compiler folds away with the parallel branch. */
+#define PAR_MIN 32768
+#define SERIAL 0
+#define SPLIT(MIN) ((MIN) && n >= (MIN))
+#define PARALLEL_FOR _Pragma("omp parallel for schedule(static)")
+
 #define INNER_LEN(ndim, shape) ((ndim) ? (shape)[(ndim) - 1] : 1)
 #define INNER_STRIDE(ndim, s) ((ndim) ? (s)[(ndim) - 1] : 0)
