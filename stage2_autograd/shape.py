@@ -36,6 +36,8 @@ def is_contiguous(shape: Shape, strides: Shape) -> bool:
 
 def broadcast_shapes(op: str, *shapes: Shape) -> Shape:
     """numpy's rule: align on the right; each dim is equal, or 1 and stretched."""
+    if shapes and all(s == shapes[0] for s in shapes):  # the common case, answered without a loop
+        return tuple(shapes[0])
     ndim = max((len(s) for s in shapes), default=0)
     out = []
     for d in range(ndim):
@@ -131,6 +133,8 @@ def reshape_strides(shape: Shape, strides: Shape, new: Shape) -> Shape | None:
 
 def merge_dims(shape: Shape, *strides: Shape) -> tuple[Shape, list[Shape]]:
     """Drop size-1 dims and merge neighbours that every operand walks as one (fewer, longer loops)."""
+    if len(shape) > 1 and all(s == strides[0] for s in strides) and is_contiguous(shape, strides[0]):
+        return (prod(shape),), [(1,)] * len(strides)  # the common case: one flat loop
     dims = [(n, [s[d] for s in strides]) for d, n in enumerate(shape) if n != 1]
     if any(n == 0 for n in shape):
         return (0,), [(1,) for _ in strides]
