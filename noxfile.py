@@ -33,10 +33,12 @@ def stage1(session: nox.Session) -> None:
 
 @nox.session
 def stage2(session: nox.Session) -> None:
-    """Install stage2, run its own tests and the conformance suite (gradients against torch) against it."""
+    """Install stage2, run its own tests and the conformance suite (gradients against torch) against it,
+    on the CPU and on the cuda device, whose generated kernels run here on the CPU emulator
+    (common/cuda_emulation.py); `nox -s cuda` runs the cuda half on a real GPU."""
     install(session, "test", "torch")
     session.run("pytest", "-q", "stage2_autograd/tests", "conformance", "--stage", "stage2_autograd",
-                *session.posargs)
+                *session.posargs, env={"SITP_CUDA_BACKEND": "emulate"})
 
 
 @nox.session(default=False)
@@ -128,6 +130,15 @@ def gemm_cuda(session: nox.Session) -> None:
     session.run("python3", "-m", "pytest", "-q", "benchmarks/test_gemm_cuda.py", "--benchmark-json",
                 "benchmarks/results/gemm_cuda.json", *session.posargs, external=True)
     session.run("python3", "-m", "benchmarks.gemm_cuda_leaderboard", "--write-headers", external=True)
+
+
+@nox.session(default=False, venv_backend="none")
+def cuda(session: nox.Session) -> None:
+    """stage2's cuda device on a GPU: the conformance suite (forward, gradients, models) on CuPy."""
+    # No venv, as gemm_cuda: the GPU image's python3 holds CuPy (and torch, for the gradient checks).
+    session.run("python3", "-m", "pytest", "-q", "-p", "no:cacheprovider", "stage2_autograd/tests/test_cuda_device.py",
+                "conformance", "--stage", "stage2_autograd", "--device", "CUDA", *session.posargs,
+                env={"SITP_CUDA_BACKEND": "cupy"}, external=True)
 
 
 @nox.session(default=False, venv_backend="none")

@@ -1,19 +1,35 @@
 """pytest wiring for the conformance suite: the --stage option, the `stage` parameter every test
-takes, the capability table's strict xfails, and the hypothesis profiles.
+takes (one per stage and device), the capability table's strict xfails, and the hypothesis profiles.
 
 Profiles: `ci` (the default: ~100 examples per property, no deadline) and `fuzz` (5000 examples),
 chosen with `--hypothesis-profile=fuzz` or SITP_HYPOTHESIS_PROFILE=fuzz.
+
+Devices: a test runs on each device of its stage, with that device as the stage's default
+(`Device.DEFAULT`) while it runs, so every tensor the test makes lands there. The cuda device runs
+on CuPy and a GPU; where there is none its tests skip, saying why. SITP_CUDA_BACKEND=emulate runs
+it on the CPU emulator instead (common/cuda_emulation.py: our CUDA sources built with g++), which
+is how CI checks the device without a GPU; only this file reads that variable.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
 import os
 
 import pytest
 from hypothesis import HealthCheck, settings
 
 from conformance.checks import EXAMPLES
-from conformance.stages import BY_NAME, STAGES, importable, select
+from conformance.stages import BY_NAME, STAGES, Stage, importable, select
+
+BACKEND = os.environ.get("SITP_CUDA_BACKEND", "")
+# On the emulator a GEMM rung's every CUDA thread is an OS thread, and these trajectories run
+# thousands of GEMMs: measured on 2 cores, cnn 147 s and nanogpt 215 s (mlp 10 s, rnn 17 s,
+# lstm 28 s). Everything else of the suite, forward and gradients, runs on the emulator (~70 s).
+EMULATOR_TOO_SLOW = {"test_trajectory_matches_torch[stage2_autograd-CUDA-cnn]",
+                     "test_trajectory_matches_torch[stage2_autograd-CUDA-nanogpt]",
+                     "test_trajectory_matches_torch[stage2_autograd-CUDA-lstm]"}
 
 settings.register_profile("ci", max_examples=100, deadline=None, print_blob=True)
 settings.register_profile("fuzz", max_examples=5000, deadline=None, print_blob=True,
@@ -24,20 +40,55 @@ settings.load_profile(os.environ.get("SITP_HYPOTHESIS_PROFILE", "ci"))
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--stage", choices=sorted(BY_NAME), default=None,
                      help="run the conformance suite on this stage only (default: every stage that imports)")
+    parser.addoption("--device", choices=("CPU", "CUDA"), default=None,
+                     help="run on this device only (default: every device of each stage)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "needs(*ops): capability-table ops a test needs besides its `op`")
     try:
-        select(config.getoption("stage"))
+        stages = select(config.getoption("stage"))
     except ModuleNotFoundError as e:
         raise pytest.UsageError(str(e)) from e
+    if BACKEND == "emulate":
+        _install_emulator(stages)
+    elif BACKEND not in ("", "cupy"):
+        raise pytest.UsageError(f"SITP_CUDA_BACKEND={BACKEND!r}: expected 'emulate' or 'cupy' (or unset)")
+
+
+def _install_emulator(stages: list[Stage]) -> None:
+    """Run each stage's cuda device on the CPU emulator, before any cuda tensor exists."""
+    from common.cuda_emulation import EmulatedBackend
+
+    for stage in stages:
+        if "CUDA" not in stage.devices:
+            continue
+        try:
+            runtime = importlib.import_module(f"{stage.name}.cuda.runtime")
+            gen = importlib.import_module(f"{stage.name}.cuda.elementwise_src")
+        except ModuleNotFoundError:
+            continue  # a stage whose cuda device is built differently: its tests skip, saying why
+        runtime.use_backend(EmulatedBackend(gen))
+
+
+@functools.cache
+def unavailable(name: str, device: str) -> str | None:
+    """Why `device` of stage `name` cannot make tensors here (no CuPy, no GPU), or None."""
+    stage = BY_NAME[name]
+    if device == stage.devices[0]:
+        return None
+    try:
+        stage.module.Tensor([0.0], device=device)
+    except RuntimeError as e:
+        return f"device {device} is not available here ({e}); SITP_CUDA_BACKEND=emulate runs it on the CPU emulator"
+    return None
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     found = [f"{s.name} ({'present' if importable(s) else 'absent'})" for s in STAGES]
     return [f"conformance stages: {', '.join(found)}; --stage={config.getoption('stage')}",
-            f"hypothesis profile: {settings.get_current_profile_name()}"]
+            f"hypothesis profile: {settings.get_current_profile_name()}",
+            f"cuda backend: {BACKEND or 'cupy (when CuPy and a GPU are present)'}"]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -46,7 +97,26 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     stages = select(metafunc.config.getoption("stage"))
     if not stages:
         raise pytest.UsageError("no stage package imports: nothing to check (see conformance/stages.py)")
-    metafunc.parametrize("stage", stages, ids=[s.name for s in stages])
+    # The first device keeps the plain stage id, so test ids read as they did before devices.
+    only = metafunc.config.getoption("device")
+    params = [s.on(d) for s in stages for d in s.devices if only in (None, d)]
+    ids = [s.name if s.devices[0] == BY_NAME[s.name].devices[0] else f"{s.name}-{s.devices[0]}" for s in params]
+    metafunc.parametrize("stage", params, ids=ids)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """The device under test is the stage's default while the test runs. (A hook, not a fixture:
+    hypothesis refuses function-scoped fixtures around its examples.)"""
+    stage = getattr(getattr(item, "callspec", None), "params", {}).get("stage")
+    device = getattr(stage.module, "Device", None) if stage is not None else None
+    if device is None:
+        return (yield)
+    before, device.DEFAULT = device.DEFAULT, stage.devices[0]
+    try:
+        return (yield)
+    finally:
+        device.DEFAULT = before
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -55,6 +125,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         params = getattr(getattr(item, "callspec", None), "params", {})
         stage = params.get("stage")
         if stage is None:
+            continue
+        why = unavailable(stage.name, stage.devices[0])
+        if why and BACKEND == "cupy":
+            raise pytest.UsageError(f"SITP_CUDA_BACKEND=cupy asks for the real device, but {why}")
+        if why:
+            item.add_marker(pytest.mark.skip(reason=why))
+            continue
+        if BACKEND == "emulate" and item.name in EMULATOR_TOO_SLOW:
+            item.add_marker(pytest.mark.skip(reason="minutes on the CPU emulator (conftest.py says why); "
+                                                    "runs on a GPU: nox -s cuda"))
             continue
         needs = [name for mark in item.iter_markers("needs") for name in mark.args]
         if "op" in params:

@@ -3,12 +3,16 @@
 A stage is present when its package imports. Every test that needs an op a stage lacks becomes a
 strict xfail carrying the reason: when the stage gains the op the XPASS fails the run, and the
 entry here must go. Nothing is ever skipped silently.
+
+Every test taking `stage` runs once per device of the stage: `stage.on(device)` is the same stage
+with that device first, so `devices[0]` is always the device under test (conftest.py makes it the
+stage's default device for the test, so the inputs are made there).
 """
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import ModuleType
 
 AUTOGRAD = ("backward", "detach", "requires_grad_", "no_grad")
@@ -29,12 +33,16 @@ class Stage:
     def reason(self, op: str) -> str | None:
         return self.missing.get(op)
 
+    def on(self, device: str) -> Stage:
+        """This stage with `device` first: the device the tests run on."""
+        return replace(self, devices=(device, *(d for d in self.devices if d != device)))
+
 
 STAGES = (
     Stage("stage1_ndarray", devices=("CPU",),
           missing={**{op: "stage1 has no autograd (it arrives in stage2_autograd)" for op in AUTOGRAD},
                    "train": "stage1 has no autograd, nn or optim: the zoo trains from stage2_autograd on"}),
-    Stage("stage2_autograd", devices=("CPU",)),  # "CUDA" joins when the stage's CUDA device lands
+    Stage("stage2_autograd", devices=("CPU", "CUDA")),
     Stage("stage3_compiler", devices=("CPU", "CUDA")),
 )
 BY_NAME = {s.name: s for s in STAGES}

@@ -20,7 +20,7 @@ import contextlib
 import math
 from dataclasses import dataclass, field
 
-from .ckernels import ffi, lib
+from .ckernels import ffi
 from .dtype import dtypes
 
 
@@ -82,7 +82,7 @@ def _scatter(g, x, key):
     index on the positions 0..n-1 of x, then scatter-add g back there."""
     from .tensor import Tensor
 
-    out = Tensor.zeros(x.shape, dtype=g.dtype)
+    out = Tensor.zeros(x.shape, dtype=g.dtype, device=g.device)
     view, advanced = out._basic_index(key if isinstance(key, tuple) else (key,))
     if not advanced:  # one conv tap of (64, 6, 28, 28): 0.17 ms, against 0.56 ms for replay + scatter-add
         view._copy_into(g)
@@ -92,13 +92,13 @@ def _scatter(g, x, key):
         # Measured for a (12, 64) batch of 128-wide rows: 2.3 ms at a 50k vocab (86 ms numbering all
         # of x; 1.3 s as one_hot(idx).T @ g), 0.4 ms at vocab 65 (one_hot + matmul: 1.0 ms).
         row = x.numel() // max(x.shape[0], 1)
-        idx = key.cast(dtypes.int64)
+        idx = key.cast(dtypes.int64).to(g.device)
         idx = (idx < 0).where(idx + x.shape[0], idx)
-        positions = (idx.reshape(-1, 1) * row + Tensor._iota(row).reshape(1, row)).contiguous()
+        positions = (idx.reshape(-1, 1) * row + Tensor._iota(row, g.device).reshape(1, row)).contiguous()
     else:
-        positions = Tensor._iota(x.numel()).reshape(x.shape)[key].contiguous()
+        positions = Tensor._iota(x.numel(), g.device).reshape(x.shape)[key].contiguous()
     g = g.contiguous()
-    assert lib.scatter_add(g.dtype.code, out._ptr(), g._ptr(), ffi.cast("int64_t *", positions._ptr()),
+    assert out._buf.kernels.scatter_add(g.dtype.code, out._ptr(), g._ptr(), ffi.cast("int64_t *", positions._ptr()),
                            positions.numel()) == 0
     return out
 
@@ -124,6 +124,7 @@ RULES = {
     "sign": (lambda g, out, x: g * 0,),
     "cast": (lambda g, out, x: g.cast(x.dtype),),
     "contiguous": (lambda g, out, x: g,),
+    "to": (lambda g, out, x: g.to(x.device),),
     # binary (operands already share one shape: broadcasting is an EXPAND before the op)
     "add": (lambda g, out, a, b: g, lambda g, out, a, b: g),
     "sub": (lambda g, out, a, b: g, lambda g, out, a, b: -g),
@@ -205,7 +206,7 @@ def backward(root, gradient=None, retain_graph: bool = False) -> None:
             raise RuntimeError(f"backward: gradient can be implicit only for a scalar output, got shape {root.shape}")
         gradient = root.ones_like()
     elif not isinstance(gradient, Tensor):
-        gradient = Tensor(gradient, dtype=root.dtype)
+        gradient = Tensor(gradient, dtype=root.dtype, device=root.device)
     if gradient.shape != root.shape:
         raise ValueError(f"backward: gradient shape {gradient.shape} must match the output shape {root.shape}")
     grads = {id(root): gradient.cast(root.dtype)}
@@ -288,6 +289,6 @@ class AutogradMixin:
         """Write x's values into this tensor's memory (same shape and dtype): parameters keep their identity."""
         if tuple(x.shape) != self.shape:
             raise ValueError(f"assign: shape {tuple(x.shape)} does not match {self.shape}")
-        self._copy_into(x.cast(self.dtype))
+        self._copy_into(x.cast(self.dtype).to(self.device))  # a state dict loaded on another device lands here
         return self
 

@@ -17,6 +17,7 @@ _alloc = ffi.new_allocator(should_clear_after_alloc=False)
 
 class Buffer:
     __slots__ = ("nbytes", "mem")
+    kernels = lib  # what ops call on this memory: the C kernels (device.py; cuda/buffer.py has the GPU's)
 
     def __init__(self, nbytes: int):
         self.nbytes = nbytes

@@ -1,5 +1,5 @@
-"""Elementwise ops. Four primitives call C (unary, binary, where, cast in tensor.py); everything
-else in this file is written on top of them.
+"""Elementwise ops. Four primitives call a kernel (unary, binary, where, cast in tensor.py);
+everything else in this file is written on top of them.
 
 Operands are promoted first (docs/api-contract.md), then broadcast as zero-stride views, then the
 dims every operand walks alike are merged so the kernel's inner loop is as long as possible.
@@ -11,6 +11,7 @@ import math
 
 from .autograd import record
 from .ckernels import ffi, int64s, lib
+from .device import check_same
 from .dtype import dtypes, float_of, promote, scalar_dtype
 from .shape import broadcast_shapes, merge_dims
 
@@ -29,7 +30,7 @@ class ElementwiseMixin:
             raise TypeError(f"{name}: expected a bool or int tensor, got {x.dtype.name}")
         out = x._alloc(x.shape, x.dtype)
         shape, (sa,) = merge_dims(x.shape, x._strides)
-        assert lib.unary(op, x.dtype.code, out._ptr(), x._ptr(), len(shape), int64s(shape), int64s(sa)) == 0
+        assert x._buf.kernels.unary(op, x.dtype.code, out._ptr(), x._ptr(), len(shape), int64s(shape), int64s(sa)) == 0
         return record(out, name, (x,))
 
     def _operands(self, name: str, other, reflected: bool = False):
@@ -37,10 +38,12 @@ class ElementwiseMixin:
         from .tensor import Tensor
 
         if isinstance(other, Tensor):
+            if other.device != self.device:  # compared inline: this runs for every binary op
+                check_same(name, self, other)
             dtype = promote(self.dtype, other.dtype)
         elif isinstance(other, (bool, int, float)):
             dtype = scalar_dtype(other, self.dtype)
-            other = Tensor(other, dtype)
+            other = Tensor(other, dtype, self.device)
         else:
             raise TypeError(f"{name}: cannot combine a tensor with {type(other).__name__}")
         a, b = self.cast(dtype), other.cast(dtype)
@@ -54,7 +57,7 @@ class ElementwiseMixin:
         compare = op in (lib.B_LT, lib.B_LE, lib.B_EQ, lib.B_NE)
         out = a._alloc(a.shape, dtypes.bool if compare else a.dtype)
         shape, (sa, sb) = merge_dims(a.shape, a._strides, b._strides)
-        if lib.binary(op, a.dtype.code, out._ptr(), a._ptr(), b._ptr(), len(shape), int64s(shape),
+        if a._buf.kernels.binary(op, a.dtype.code, out._ptr(), a._ptr(), b._ptr(), len(shape), int64s(shape),
                       int64s(sa), int64s(sb)) != 0:
             raise TypeError(f"{name}: not supported for {a.dtype.name} tensors (shapes {a.shape})")
         return record(out, name, (a, b))
@@ -65,17 +68,18 @@ class ElementwiseMixin:
 
         cond = self.cast(dtypes.bool)
         if not isinstance(x, Tensor) and not isinstance(y, Tensor):
-            x = Tensor(x)
+            x = Tensor(x, device=self.device)
         if isinstance(x, Tensor):
             a, b = x._operands("where", y)
         else:
             b, a = y._operands("where", x)
+        check_same("where", cond, a)
         shape = broadcast_shapes("where", cond.shape, a.shape)
         cond, a, b = cond._broadcast_to(shape), a._broadcast_to(shape), b._broadcast_to(shape)
         out = a._alloc(shape, a.dtype)
         mshape, (sc, sa, sb) = merge_dims(shape, cond._strides, a._strides, b._strides)
         cond_ptr = ffi.cast("uint8_t *", cond._ptr())
-        assert lib.where(a.dtype.itemsize, out._ptr(), cond_ptr, a._ptr(), b._ptr(), len(mshape),
+        assert a._buf.kernels.where(a.dtype.itemsize, out._ptr(), cond_ptr, a._ptr(), b._ptr(), len(mshape),
                          int64s(mshape), int64s(sc), int64s(sa), int64s(sb)) == 0
         return record(out, "where", (a, b), cond=cond)
 

@@ -1,4 +1,4 @@
-"""Linear algebra and the NN functional ops. matmul and solve call C; the rest are composites
+"""Linear algebra and the NN functional ops. matmul and solve call kernels; the rest are composites
 written on the primitives (the same text in every stage)."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ import math
 
 from .autograd import record
 from .ckernels import lib
+from .device import check_same
 from .dtype import dtypes, float_of, promote
 from .gemm import batched_matmul
 from .shape import broadcast_shapes
@@ -27,7 +28,8 @@ class FunctionalMixin:
         from .tensor import Tensor
 
         a, b = (x, self) if reflected else (self, x)
-        a, b = (t if isinstance(t, Tensor) else Tensor(t) for t in (a, b))
+        a, b = (t if isinstance(t, Tensor) else Tensor(t, device=self.device) for t in (a, b))
+        check_same("matmul", a, b)
         if a.ndim == 0 or b.ndim == 0:
             raise ValueError(f"matmul: both operands need at least 1 dim, got shapes {a.shape} and {b.shape}")
         dtype = promote(a.dtype, b.dtype)
@@ -49,10 +51,16 @@ class FunctionalMixin:
             # instead of copying b once per batch (a Linear layer on a (B, T, C) input).
             out = a2.reshape(count * M, K).matmul(b2).reshape(batch + (M, N))
             return out.squeeze(-1) if b.ndim == 1 else out
-        a3 = a2.cast(dtype)._broadcast_to(batch + (M, K)).contiguous()
-        b3 = b2.cast(dtype)._broadcast_to(batch + (K, N)).contiguous()
+        a3 = a2.cast(dtype)._broadcast_to(batch + (M, K))
+        b3 = b2.cast(dtype)._broadcast_to(batch + (K, N))
+        # The CPU's float32 rungs read a 2-D view through its strides; the cuda rungs take row-major.
+        if batch or dtype is not dtypes.float32 or a3.device != "CPU":
+            a3, b3 = a3.contiguous(), b3.contiguous()
         out = a3._alloc(batch + (M, N), dtype)
-        batched_matmul(dtype, out, a3, b3, count, M, N, K)
+        if out.device == "CPU":
+            batched_matmul(dtype, out, a3, b3, count, M, N, K)  # float32: the CPU GEMM ladder's current rung
+        else:  # the device's runtime picks its GEMM (cuda: the best float32 rung of its ladder)
+            assert out._buf.kernels.matmul(dtype.code, out._ptr(), a3._ptr(), b3._ptr(), count, M, N, K) == 0
         out = record(out, "matmul", (a3, b3))
         if a.ndim == 1:
             out = out.squeeze(-2)
@@ -75,6 +83,11 @@ class FunctionalMixin:
         n = self.shape[0]
         if b.ndim not in (1, 2) or b.shape[0] != n:
             raise ValueError(f"solve: b must be ({n},) or ({n}, k), got shape {b.shape}")
+        check_same("solve", self, b)
+        if self.device != "CPU":
+            # No GPU solver of our own: a small dense solve runs on the CPU with our C kernel, and
+            # the answer is copied back. (Forward-only, as on the CPU.)
+            return self.to("CPU").solve(b.to("CPU")).to(self.device)
         dtype = float_of(promote(self.dtype, b.dtype))
         # The kernel works in place, so hand it private copies.
         a_work = self.cast(dtype).clone()
@@ -97,13 +110,13 @@ class FunctionalMixin:
             return self
         if p == 1:
             return self * 0
-        keep = self.rand(*self.shape) >= p
+        keep = self.rand(*self.shape, device=self.device) >= p
         return keep.where(self * (1 / (1 - p)), 0.0)
 
     def one_hot(self, num_classes: int):
         if not self.dtype.is_int:
             raise TypeError(f"one_hot: expected an int tensor, got {self.dtype.name}")
-        return (self.unsqueeze(-1) == self.arange(num_classes)).cast(dtypes.default_float)
+        return (self.unsqueeze(-1) == self.arange(num_classes, device=self.device)).cast(dtypes.default_float)
 
     # ---- convolution and pooling: windows as strided slices, then a matmul or a reduction ----
 
@@ -163,7 +176,7 @@ class FunctionalMixin:
         scores = self @ key.transpose(-2, -1) * (1 / math.sqrt(self.shape[-1]))  # (..., T, S)
         if is_causal:
             T, S = scores.shape[-2:]
-            attn_mask = self.ones(T, S, dtype=dtypes.bool).tril()
+            attn_mask = self.ones(T, S, dtype=dtypes.bool, device=self.device).tril()
         if attn_mask is not None:
             if attn_mask.dtype is dtypes.bool:
                 scores = attn_mask.where(scores, float("-inf"))
@@ -173,12 +186,12 @@ class FunctionalMixin:
 
     def tril(self, diagonal: int = 0):
         rows, cols = self.shape[-2:]
-        keep = self.arange(rows).unsqueeze(-1) + diagonal >= self.arange(cols)
+        keep = self.arange(rows, device=self.device).unsqueeze(-1) + diagonal >= self.arange(cols, device=self.device)
         return keep.where(self, self.zeros_like())
 
     def triu(self, diagonal: int = 0):
         rows, cols = self.shape[-2:]
-        keep = self.arange(rows).unsqueeze(-1) + diagonal <= self.arange(cols)
+        keep = self.arange(rows, device=self.device).unsqueeze(-1) + diagonal <= self.arange(cols, device=self.device)
         return keep.where(self, self.zeros_like())
 
     # ---- losses ----

@@ -165,6 +165,8 @@ def _check_operands(op: str, a, b, c) -> tuple[int, int, int]:
             raise ValueError(f"{op}: {label} must be 2-D, got shape {x.shape}")
         if x.dtype is not dtypes.float32:
             raise TypeError(f"{op}: {label} must be float32, got {x.dtype} (shape {x.shape})")
+        if x.device != "CPU":
+            raise RuntimeError(f"{op}: the CPU GEMM ladder takes CPU tensors, {label} {x.shape} is on {x.device}")
     (M, K), (K2, N) = a.shape, b.shape
     if K != K2:
         raise ValueError(f"{op}: A {a.shape} @ B {b.shape} are not aligned: expected A.shape[1] ({K}) == "
@@ -184,13 +186,11 @@ def gemm(a, b, c=None, alpha: float = 1.0, beta: float = 0.0, variant: str | Non
     """C = alpha * A @ B + beta * C, BLAS sgemm on float32 Tensors. A (M, K) and B (K, N) may be any
     views (transposed, sliced with steps, broadcast). With c given, it is updated in place and
     returned (beta == 0 never reads it); without, a fresh (M, N) tensor is returned and beta is ignored."""
-    from .tensor import Tensor
-
     op = "gemm"
     M, N, K = _check_operands(op, a, b, c)
     v = get_variant(variant) if variant is not None else current()
     nthreads = _check_threads(threads, "threads") if threads is not None else thread_count()
-    out = c if c is not None and c._strides[1] == 1 else Tensor._alloc((M, N), dtypes.float32)
+    out = c if c is not None and c._strides[1] == 1 else a._alloc((M, N), dtypes.float32)
     if c is not None and out is not c:
         out._copy_into(c)  # a strided C: work on a row-major copy, then write it back
     if c is None:
@@ -202,13 +202,24 @@ def gemm(a, b, c=None, alpha: float = 1.0, beta: float = 0.0, variant: str | Non
     return c if c is not None else out
 
 
+# Below this many multiply-adds a product runs on one thread: waking the second core costs more
+# than it saves (the leaderboard's 2-thread rows fall behind the 1-thread ones below n=256).
+SERIAL_BELOW = 256**3
+
+
 def batched_matmul(dtype, out, a3, b3, count: int, M: int, N: int, K: int) -> None:
-    """out (count, M, N) = a3 (count, M, K) @ b3 (count, K, N), all contiguous and of one dtype
-    (Tensor.matmul has checked them). float32 runs the current rung; the other dtypes run csrc/gemm.c."""
+    """out (count, M, N) = a3 (count, M, K) @ b3 (count, K, N), of one dtype (Tensor.matmul has
+    checked them); out is contiguous. float32 runs the current rung, which reads a 2-D a3 and b3
+    through their strides (a transposed operand is not copied); batched operands must be
+    contiguous. The other dtypes run csrc/gemm.c on contiguous operands."""
     if dtype is not dtypes.float32:
         assert lib.matmul(dtype.code, out._ptr(), a3._ptr(), b3._ptr(), count, M, N, K) == 0
         return
-    v, nthreads = current(), thread_count()
+    v = current()
+    nthreads = 1 if M * N * K < SERIAL_BELOW else thread_count()
+    if a3.ndim == 2:
+        _call(v, out._ptr(), N, a3._ptr(), *a3._strides, b3._ptr(), *b3._strides, M, N, K, 1.0, 0.0, nthreads)
+        return
     c0, a0, b0 = (ffi.cast("float *", t._ptr()) for t in (out, a3, b3))
     for z in range(count):
         _call(v, c0 + z * M * N, N, a0 + z * M * K, K, 1, b0 + z * K * N, N, 1, M, N, K, 1.0, 0.0, nthreads)

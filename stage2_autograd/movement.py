@@ -8,7 +8,8 @@ import math
 import numpy as np
 
 from .autograd import record
-from .ckernels import ffi, int64s, lib
+from .ckernels import ffi, int64s
+from .device import check_same
 from .dtype import dtypes
 from .shape import (
     MAX_DIMS,
@@ -148,8 +149,10 @@ class MovementMixin:
 
     def _copy_into(self, src) -> None:
         """Write src (same shape) through this view's strides."""
+        if src.device != self.device:
+            check_same("copy", self, src)
         shape, (so, sa) = merge_dims(self.shape, self._strides, src._strides)
-        assert lib.copy_strided(self.dtype.itemsize, self._ptr(), int64s(so), src._ptr(), int64s(sa),
+        assert self._buf.kernels.copy_strided(self.dtype.itemsize, self._ptr(), int64s(so), src._ptr(), int64s(sa),
                                 len(shape), int64s(shape)) == 0
 
     def pad(self, padding, value: float = 0.0):
@@ -168,7 +171,8 @@ class MovementMixin:
             raise ValueError(f"pad: padding {padding} crops more than shape {self.shape} holds")
         x = self.shrink(crop)
         grow = [(max(b, 0), max(a, 0)) for b, a in pads]
-        out = self.full(tuple(n + b + a for n, (b, a) in zip(x.shape, grow, strict=True)), value, self.dtype)
+        out = self.full(tuple(n + b + a for n, (b, a) in zip(x.shape, grow, strict=True)), value, self.dtype,
+                        self.device)
         out.shrink(tuple((b, b + n) for n, (b, _) in zip(x.shape, grow, strict=True)))._copy_into(x)
         return record(out, "pad", (self,), pads=tuple(pads))
 
@@ -182,6 +186,7 @@ class MovementMixin:
             if t.ndim != first.ndim or any(a != b for k, (a, b) in enumerate(zip(t.shape, first.shape, strict=True))
                                            if k != d):
                 raise ValueError(f"cat: shapes {first.shape} and {t.shape} must match except in dim {d}")
+        check_same("cat", *tensors)
         dtype = first.dtype
         for t in tensors[1:]:
             dtype = dtype if dtype.rank >= t.dtype.rank else t.dtype
@@ -295,8 +300,9 @@ class MovementMixin:
 
         idx = []
         for _, _, item, n, _ in advanced:
-            t = item if isinstance(item, Tensor) else Tensor(item if not isinstance(item, list) or item
-                                                             else np.zeros(0, np.int64))
+            # Index arrays are data, like the lists they may be: they follow the tensor to its device.
+            t = item.to(self.device) if isinstance(item, Tensor) else Tensor(
+                item if not isinstance(item, list) or item else np.zeros(0, np.int64), device=self.device)
             if not t.dtype.is_int:
                 raise TypeError(f"getitem: index arrays must be integers, got {t.dtype.name}")
             t = t.cast(dtypes.int64)
@@ -307,7 +313,7 @@ class MovementMixin:
                                  f"of size {n} in shape {self.shape}")
             idx.append(t)
         b_shape = broadcast_shapes("getitem", *(t.shape for t in idx))
-        offsets = Tensor.zeros(b_shape, dtype=dtypes.int64)
+        offsets = Tensor.zeros(b_shape, dtype=dtypes.int64, device=self.device)
         for t, (_, _, _, _, s) in zip(idx, advanced, strict=True):
             offsets = offsets + t._broadcast_to(b_shape) * s
         offsets = offsets.contiguous()
@@ -316,9 +322,9 @@ class MovementMixin:
         rest_shape = tuple(self.shape[d] for d in rest)
         out = self._alloc(b_shape + rest_shape, self.dtype)
         shape, (sa,) = merge_dims(rest_shape, tuple(self._strides[d] for d in rest))
-        assert lib.gather(self.dtype.itemsize, out._ptr(), self._ptr(), ffi.cast("int64_t *", offsets._ptr()),
-                          prod(b_shape),
-                          len(shape), int64s(shape), int64s(sa)) == 0
+        assert self._buf.kernels.gather(self.dtype.itemsize, out._ptr(), self._ptr(),
+                                        ffi.cast("int64_t *", offsets._ptr()), prod(b_shape),
+                                        len(shape), int64s(shape), int64s(sa)) == 0
         positions = [k for k, _, _, _, _ in advanced]
         if positions != list(range(positions[0], positions[0] + len(positions))):
             return out  # separated index arrays: their dims go first, as in numpy

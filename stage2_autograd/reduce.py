@@ -40,7 +40,7 @@ class ReduceMixin:
         for start, end in reversed(_runs(axes)):
             x, (O, R, I), (so, sr, si) = _as_ori(x, start, end)
             out = x._alloc(x.shape[:start] + x.shape[end:], x.dtype)
-            if lib.reduce(op, x.dtype.code, out._ptr(), x._ptr(), O, R, I, so, sr, si) != 0:
+            if x._buf.kernels.reduce(op, x.dtype.code, out._ptr(), x._ptr(), O, R, I, so, sr, si) != 0:
                 raise TypeError(f"{name}: not supported for {x.dtype.name} (shape {self.shape})")
             x = out
         if keepdim:
@@ -86,12 +86,13 @@ class ReduceMixin:
             return out.reshape((1,) * self.ndim) if keepdim else out
         a = normalize_axis(name, axis, self.ndim, self.shape)
         if self.ndim == 0:
-            return self.full((), 0, dtypes.int64)
+            return self.full((), 0, dtypes.int64, self.device)
         if self.shape[a] == 0:
             raise ValueError(f"{name}: cannot take {name} of an empty dim (shape {self.shape}, axis {axis})")
         x, (O, R, I), (so, sr, si) = _as_ori(self, a, a + 1)
         out = x._alloc(x.shape[:a] + x.shape[a + 1:], dtypes.int64)
-        assert lib.arg_reduce(op, x.dtype.code, ffi.cast("int64_t *", out._ptr()), x._ptr(), O, R, I, so, sr, si) == 0
+        index_ptr = ffi.cast("int64_t *", out._ptr())
+        assert x._buf.kernels.arg_reduce(op, x.dtype.code, index_ptr, x._ptr(), O, R, I, so, sr, si) == 0
         return out.unsqueeze(a) if keepdim else out
 
     def argmax(self, axis=None, keepdim: bool = False):
@@ -108,7 +109,7 @@ class ReduceMixin:
         a = normalize_axis("cumsum", axis, self.ndim, self.shape)
         x, (O, R, I), (so, sr, si) = _as_ori(self._wide(), a, a + 1)
         out = x._alloc(x.shape, x.dtype)
-        assert lib.cumsum(x.dtype.code, out._ptr(), x._ptr(), O, R, I, so, sr, si) == 0
+        assert x._buf.kernels.cumsum(x.dtype.code, out._ptr(), x._ptr(), O, R, I, so, sr, si) == 0
         return record(out, "cumsum", (x,), axis=a)
 
     # softmax and log_softmax are promoted to primitives with their own rules (autograd.py) for

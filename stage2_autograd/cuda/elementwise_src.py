@@ -25,12 +25,15 @@ grid-stride loop, so any grid is correct; reductions need blockDim.x == REDUCE_T
     fill         -                           (T *out, n, T value)
     rand         uniform                     (T *out, n, u64 seed, u64 counter)
     iota         -                           (i64 *out, n)
+    matmul       -                           (T *out, const T *a, const T *b, batch, M, N, K)
 
 ``n`` is the element count of the output (product of n0..); gather's out is (nb, *shape) with
 ``m`` elements per block, the block b starting at ``a + offsets[b]``; scatter_add adds the
 contiguous (nb, *shape) src into those blocks of out (atomically: blocks may overlap).
 Reductions, arg_reduce and cumsum work on the (O, R, I) view the Python side builds, so they
-take ndim = 3; fill, rand and iota are flat and take ndim = 1.
+take ndim = 3; fill, rand and iota are flat and take ndim = 1. matmul is the GPU twin of
+csrc/gemm.c for the dtypes the GEMM ladder (float32 only) does not take: out (batch, M, N) =
+a (batch, M, K) @ b (batch, K, N), all contiguous; it takes ndim = 3.
 """
 
 from __future__ import annotations
@@ -114,9 +117,9 @@ KIND_OPS = {
     "binary": sorted({op for table in BINARY.values() for op in table}),
     "reduce": list(REDUCE), "arg_reduce": list(ARG_BETTER), "cumsum": ["sum"], "rand": ["uniform"],
     "where": [None], "cast": [None], "copy": [None], "gather": [None], "scatter_add": [None],
-    "fill": [None], "iota": [None],
+    "fill": [None], "iota": [None], "matmul": [None],
 }
-FIXED_NDIM = {"reduce": 3, "arg_reduce": 3, "cumsum": 3, "fill": 1, "rand": 1, "iota": 1}
+FIXED_NDIM = {"reduce": 3, "arg_reduce": 3, "cumsum": 3, "fill": 1, "rand": 1, "iota": 1, "matmul": 3}
 
 
 def source(kind: str, op: str | None, dtype_in: str, dtype_out: str, ndim: int) -> tuple[str, str]:
@@ -159,7 +162,7 @@ def _check_dtypes(kind: str, op: str | None, dtype_in: str, dtype_out: str) -> N
         fail("the same dtype in and out")
     elif kind == "reduce" and dtype_in == "bool" and op not in BOOL_REDUCE:
         fail(f"bool with {list(BOOL_REDUCE)}")
-    elif kind in ("cumsum", "scatter_add") and dtype_in == "bool":
+    elif kind in ("cumsum", "scatter_add", "matmul") and dtype_in == "bool":
         fail("a number dtype")
     elif kind == "rand" and dtype_in not in FLOATS:
         fail(f"one of {FLOATS}")
@@ -334,9 +337,24 @@ def _iota(name, op, dtype_in, dtype_out, ndim):
     return _kernel(name, "i64 *out, i64 n", "  GRID_STRIDE(i, n) out[i] = i;\n")
 
 
+def _matmul(name, op, dtype_in, dtype_out, ndim):
+    # One thread per element of out, a dot product along K: simple, and only the dtypes the GEMM
+    # ladder does not take come here. Ints wrap through the unsigned type, as csrc/gemm.c's do.
+    acc = "U" if dtype_in in INTS else "T"
+    body = (_types(dtype_in) + "  GRID_STRIDE(i, batch * M * N) {\n"
+            "    const i64 z = i / (M * N), r = (i / N) % M, c = i % N;\n"
+            "    const T *pa = a + z * M * K + r * K, *pb = b + z * K * N + c;\n"
+            f"    {acc} acc = 0;\n"
+            f"    for (i64 k = 0; k < K; k++) acc += ({acc})pa[k] * ({acc})pb[k * N];\n"
+            "    out[i] = (T)acc;\n  }\n")
+    t = CTYPES[dtype_in]
+    return _kernel(name, f"{t} *out, const {t} *a, const {t} *b, i64 batch, i64 M, i64 N, i64 K", body)
+
+
 _WRITERS = {"unary": _unary, "binary": _binary, "where": _where, "cast": _cast, "copy": _copy,
             "reduce": _reduce, "arg_reduce": _arg_reduce, "cumsum": _cumsum, "gather": _gather,
-            "scatter_add": _scatter_add, "fill": _fill, "rand": _rand, "iota": _iota}
+            "scatter_add": _scatter_add, "fill": _fill, "rand": _rand, "iota": _iota,
+            "matmul": _matmul}
 
 
 def catalogue(ndims: tuple[int, ...] = (0, 1, 4)) -> list[tuple[str, str | None, str, str, int]]:
