@@ -13,6 +13,7 @@ from .dtype import DType
 
 # Skip zero-filling: every kernel writes its whole output, and fill() exists for zeros.
 _alloc = ffi.new_allocator(should_clear_after_alloc=False)
+lib.keep_freed_memory()  # a step's freed buffers stay for the next step (csrc/memory.c)
 
 
 class Buffer:

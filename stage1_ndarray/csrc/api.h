@@ -61,3 +61,6 @@ int gemm_has_avx2_fma(void);
 /* solve.c: solves a (n, n) @ x = b (n, nrhs) in place (a is destroyed, b becomes x).
    Returns 1 when a is singular. */
 int solve(int dtype, void *a, void *b, int64_t n, int64_t nrhs);
+
+/* memory.c: keep freed blocks in the process (glibc's mallopt); buffer.py calls it once. */
+void keep_freed_memory(void);

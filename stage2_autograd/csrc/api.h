@@ -62,6 +62,9 @@ int gemm_has_avx2_fma(void);
    Returns 1 when a is singular. */
 int solve(int dtype, void *a, void *b, int64_t n, int64_t nrhs);
 
+/* memory.c: keep freed blocks in the process (glibc's mallopt); buffer.py calls it once. */
+void keep_freed_memory(void);
+
 /* scatter.c: out[index[i]] += src[i] for i < n (float dtypes), in order, so sums are deterministic.
    out is contiguous; index holds element offsets into it, repeats allowed. */
 int scatter_add(int dtype, void *out, const void *src, const int64_t *index, int64_t n);
