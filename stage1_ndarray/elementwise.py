@@ -14,7 +14,7 @@ from .dtype import dtypes, float_of, promote, scalar_dtype
 from .shape import broadcast_shapes, merge_dims
 
 _FLOAT_ONLY = {lib.U_RECIP, lib.U_SQRT, lib.U_EXP, lib.U_LOG, lib.U_EXP2, lib.U_LOG2, lib.U_SIN,
-               lib.U_COS, lib.U_TANH, lib.U_ERF}
+               lib.U_COS, lib.U_TANH, lib.U_ERF, lib.U_GELU}
 
 
 class ElementwiseMixin:
@@ -250,7 +250,7 @@ class ElementwiseMixin:
         x = self.cast(float_of(self.dtype))
         if approximate == "tanh":
             return 0.5 * x * (1 + (math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)).tanh())
-        return 0.5 * x * (1 + (x * (1 / math.sqrt(2))).erf())
+        return x._unary(lib.U_GELU, "gelu")  # a kernel: x * Phi(x), accurate in both tails (csrc/gelu.h)
 
     def silu(self):
         return self * self.sigmoid()

@@ -20,7 +20,7 @@ import contextlib
 import math
 from dataclasses import dataclass, field
 
-from .ckernels import ffi
+from .ckernels import ffi, lib
 from .dtype import dtypes
 
 
@@ -120,6 +120,7 @@ RULES = {
     "cos": (lambda g, out, x: -g * x.sin(),),
     "tanh": (lambda g, out, x: g * (1 - out * out),),
     "erf": (lambda g, out, x: g * (2 / math.sqrt(math.pi)) * (-x * x).exp(),),
+    "gelu": (lambda g, out, x: x._binary(lib.B_GELU_GRAD, "gelu_grad", g),),  # g * GELU'(x), one kernel
     "abs": (lambda g, out, x: g * x.sign(),),
     "sign": (lambda g, out, x: g * 0,),
     "cast": (lambda g, out, x: g.cast(x.dtype),),

@@ -8,7 +8,7 @@
 enum dtype_code { DT_BOOL, DT_INT32, DT_INT64, DT_FLOAT32, DT_FLOAT64 };
 
 enum unary_op { U_NEG, U_RECIP, U_SQRT, U_EXP, U_LOG, U_EXP2, U_LOG2, U_SIN, U_COS, U_TANH, U_ERF,
-                U_ABS, U_SIGN, U_NOT };
+                U_ABS, U_SIGN, U_NOT, U_GELU };
 
 enum binary_op { B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_MAX, B_MIN, B_LT, B_LE, B_EQ, B_NE,
                  B_AND, B_OR, B_XOR };
@@ -18,7 +18,8 @@ enum reduce_op { R_SUM, R_PROD, R_MAX, R_MIN };
 enum arg_op { A_ARGMAX, A_ARGMIN };
 
 /* elementwise.c: out (contiguous, shape) = op(a[, b]) over an N-d strided walk.
-   Comparisons write bool (uint8); every other op writes the input dtype. */
+   Comparisons write bool (uint8); every other op writes the input dtype. U_GELU takes floats
+   only (gelu.h). */
 int unary(int op, int dtype, void *out, const void *a,
           int ndim, const int64_t *shape, const int64_t *sa);
 int binary(int op, int dtype, void *out, const void *a, const void *b,

@@ -8,17 +8,18 @@
 enum dtype_code { DT_BOOL, DT_INT32, DT_INT64, DT_FLOAT32, DT_FLOAT64 };
 
 enum unary_op { U_NEG, U_RECIP, U_SQRT, U_EXP, U_LOG, U_EXP2, U_LOG2, U_SIN, U_COS, U_TANH, U_ERF,
-                U_ABS, U_SIGN, U_NOT };
+                U_ABS, U_SIGN, U_NOT, U_GELU };
 
 enum binary_op { B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_MAX, B_MIN, B_LT, B_LE, B_EQ, B_NE,
-                 B_AND, B_OR, B_XOR };
+                 B_AND, B_OR, B_XOR, B_GELU_GRAD };
 
 enum reduce_op { R_SUM, R_PROD, R_MAX, R_MIN };
 
 enum arg_op { A_ARGMAX, A_ARGMIN };
 
 /* elementwise.c: out (contiguous, shape) = op(a[, b]) over an N-d strided walk.
-   Comparisons write bool (uint8); every other op writes the input dtype. */
+   Comparisons write bool (uint8); every other op writes the input dtype. U_GELU takes floats
+   only (gelu.h), as does stage2's B_GELU_GRAD: gelu_grad(x, g) = g * GELU'(x). */
 int unary(int op, int dtype, void *out, const void *a,
           int ndim, const int64_t *shape, const int64_t *sa);
 int binary(int op, int dtype, void *out, const void *a, const void *b,
@@ -64,6 +65,11 @@ int solve(int dtype, void *a, void *b, int64_t n, int64_t nrhs);
 
 /* memory.c: keep freed blocks in the process (glibc's mallopt); buffer.py calls it once. */
 void keep_freed_memory(void);
+
+/* adam.c: one Adam/AdamW step in place on contiguous p, m, v (n elements of a float dtype) from
+   the gradient g; the scalars are those of the formula in adam.c. */
+int adam_step(int dtype, void *p, void *m, void *v, const void *g, int64_t n, double decay, double l2,
+              double b1, double b2, double step, double inv_sqrt_bc2, double eps);
 
 /* scatter.c: out[index[i]] += src[i] for i < n (float dtypes), in order, so sums are deterministic.
    out is contiguous; index holds element offsets into it, repeats allowed. */

@@ -2,6 +2,7 @@
    The inner loop has a unit-stride branch (and scalar-broadcast branches for binary ops) so the
    compiler can vectorize contiguous inputs; Python merges dims first to make that loop long. */
 #include "kernels.h"
+#include "gelu.h"
 
 /* ---- unary ---- */
 
@@ -43,6 +44,7 @@
     case U_ERF: UNARY_LIBM(T, T, erf##SUF(x));                                    \
     case U_ABS: UNARY_LOOP(T, T, fabs##SUF(x));                                   \
     case U_SIGN: UNARY_LOOP(T, T, x > 0 ? (T)1 : (x < 0 ? (T)-1 : x));            \
+    case U_GELU: UNARY_LIBM(T, T, gelu##SUF(x));                                  \
   }                                                                               \
   return -1;
 
@@ -113,6 +115,7 @@ int unary(int op, int dtype, void *out, const void *a,
     case B_LE: BINARY_LOOP(T, uint8_t, x <= y);                                   \
     case B_EQ: BINARY_LOOP(T, uint8_t, x == y);                                   \
     case B_NE: BINARY_LOOP(T, uint8_t, x != y);                                   \
+    case B_GELU_GRAD: BINARY_LIBM(T, T, y * gelu_slope##SUF(x));                  \
   }                                                                               \
   return -1;
 

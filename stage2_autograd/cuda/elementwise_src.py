@@ -11,8 +11,8 @@ strides. Python validates everything first: kernels never check, print or trap. 
 grid-stride loop, so any grid is correct; reductions need blockDim.x == REDUCE_THREADS.
 
     kind         op                          signature after the kernel name
-    unary        neg recip sqrt ... not      (OUT *out, const IN *a, n, n0.., sa0..)
-    binary       add sub ... lt ... xor      (OUT *out, const IN *a, const IN *b, n, n0.., sa0.., sb0..)
+    unary        neg recip sqrt ... gelu     (OUT *out, const IN *a, n, n0.., sa0..)
+    binary       add ... xor gelu_grad       (OUT *out, const IN *a, const IN *b, n, n0.., sa0.., sb0..)
     where        -                           (T *out, const bool *c, const T *a, const T *b, n, n0..,
                                               sc0.., sa0.., sb0..)
     cast         -                           (OUT *out, const IN *a, n, n0.., sa0..)
@@ -26,6 +26,8 @@ grid-stride loop, so any grid is correct; reductions need blockDim.x == REDUCE_T
     rand         uniform                     (T *out, n, u64 seed, u64 counter)
     iota         -                           (i64 *out, n)
     matmul       -                           (T *out, const T *a, const T *b, batch, M, N, K)
+    adam         -                           (T *p, T *m, T *v, const T *g, n, T decay, T l2, T b1,
+                                              T c1, T b2, T c2, T step, T inv_sqrt_bc2, T eps)
 
 ``n`` is the element count of the output (product of n0..); gather's out is (nb, *shape) with
 ``m`` elements per block, the block b starting at ``a + offsets[b]``; scatter_add adds the
@@ -33,7 +35,8 @@ contiguous (nb, *shape) src into those blocks of out (atomically: blocks may ove
 Reductions, arg_reduce and cumsum work on the (O, R, I) view the Python side builds, so they
 take ndim = 3; fill, rand and iota are flat and take ndim = 1. matmul is the GPU twin of
 csrc/gemm.c for the dtypes the GEMM ladder (float32 only) does not take: out (batch, M, N) =
-a (batch, M, K) @ b (batch, K, N), all contiguous; it takes ndim = 3.
+a (batch, M, K) @ b (batch, K, N), all contiguous; it takes ndim = 3. adam is csrc/adam.c's
+twin: one Adam/AdamW step in place, flat (ndim = 1), c1 = 1 - b1 and c2 = 1 - b2 given rounded.
 """
 
 from __future__ import annotations
@@ -78,11 +81,21 @@ __device__ __forceinline__ u64 mix64(u64 z) {
 # ---- expressions over x (and y) of the input's C type, per dtype family ----
 
 
+SQRT1_2, INV_SQRT_2PI = "0.70710678118654752440", "0.39894228040143267794"  # 1/sqrt(2), 1/sqrt(2 pi)
+
+
 def _float_unary(suffix: str) -> dict[str, str]:
     return {"neg": "-x", "recip": "(T)1 / x", "sqrt": f"sqrt{suffix}(x)", "exp": f"exp{suffix}(x)",
             "log": f"log{suffix}(x)", "exp2": f"exp2{suffix}(x)", "log2": f"log2{suffix}(x)",
             "sin": f"sin{suffix}(x)", "cos": f"cos{suffix}(x)", "tanh": f"tanh{suffix}(x)",
-            "erf": f"erf{suffix}(x)", "abs": f"fabs{suffix}(x)", "sign": "x > 0 ? (T)1 : (x < 0 ? (T)-1 : x)"}
+            "erf": f"erf{suffix}(x)", "abs": f"fabs{suffix}(x)", "sign": "x > 0 ? (T)1 : (x < 0 ? (T)-1 : x)",
+            "gelu": f"x * ((T)0.5 * erfc{suffix}(-x * (T){SQRT1_2}))"}
+
+
+def _gelu_slope(suffix: str) -> str:
+    """g * GELU'(x), with y the incoming gradient g: csrc/gelu.h's gelu_slope (Phi by erfc: exact in both tails)."""
+    return (f"y * ((T)0.5 * erfc{suffix}(-x * (T){SQRT1_2}) + x * exp{suffix}((T)-0.5 * x * x) "
+            f"* (T){INV_SQRT_2PI})")
 
 
 INT_UNARY = {"neg": "(T)(0 - (U)x)", "abs": "x < 0 ? (T)(0 - (U)x) : x", "sign": "(T)((x > 0) - (x < 0))",
@@ -98,8 +111,10 @@ INT_BINARY = {"add": "(T)((U)x + (U)y)", "sub": "(T)((U)x - (U)y)", "mul": "(T)(
               "and": "x & y", "or": "x | y", "xor": "x ^ y"}
 BOOL_BINARY = {"max": "x | y", "or": "x | y", "min": "x & y", "and": "x & y", "xor": "x ^ y", "ne": "x ^ y",
                "eq": "x == y", "lt": "x < y", "le": "x <= y"}
-BINARY = {"float32": FLOAT_BINARY | COMPARE, "float64": FLOAT_BINARY | COMPARE, "int32": INT_BINARY | COMPARE,
+BINARY = {"float32": FLOAT_BINARY | COMPARE | {"gelu_grad": _gelu_slope("f")},
+          "float64": FLOAT_BINARY | COMPARE | {"gelu_grad": _gelu_slope("")}, "int32": INT_BINARY | COMPARE,
           "int64": INT_BINARY | COMPARE, "bool": BOOL_BINARY}
+SQRT = {"float32": "sqrtf", "float64": "sqrt"}
 POW = {"float32": "powf", "float64": "pow", "int32": "ipow_int", "int64": "ipow_i64"}
 
 LOWEST = {"float32": "-SITP_INF_F", "float64": "-SITP_INF", "int32": "(-2147483647 - 1)",
@@ -117,9 +132,9 @@ KIND_OPS = {
     "binary": sorted({op for table in BINARY.values() for op in table}),
     "reduce": list(REDUCE), "arg_reduce": list(ARG_BETTER), "cumsum": ["sum"], "rand": ["uniform"],
     "where": [None], "cast": [None], "copy": [None], "gather": [None], "scatter_add": [None],
-    "fill": [None], "iota": [None], "matmul": [None],
+    "fill": [None], "iota": [None], "matmul": [None], "adam": [None],
 }
-FIXED_NDIM = {"reduce": 3, "arg_reduce": 3, "cumsum": 3, "fill": 1, "rand": 1, "iota": 1, "matmul": 3}
+FIXED_NDIM = {"reduce": 3, "arg_reduce": 3, "cumsum": 3, "fill": 1, "rand": 1, "iota": 1, "matmul": 3, "adam": 1}
 
 
 def source(kind: str, op: str | None, dtype_in: str, dtype_out: str, ndim: int) -> tuple[str, str]:
@@ -164,7 +179,7 @@ def _check_dtypes(kind: str, op: str | None, dtype_in: str, dtype_out: str) -> N
         fail(f"bool with {list(BOOL_REDUCE)}")
     elif kind in ("cumsum", "scatter_add", "matmul") and dtype_in == "bool":
         fail("a number dtype")
-    elif kind == "rand" and dtype_in not in FLOATS:
+    elif kind in ("rand", "adam") and dtype_in not in FLOATS:
         fail(f"one of {FLOATS}")
 
 
@@ -351,10 +366,22 @@ def _matmul(name, op, dtype_in, dtype_out, ndim):
     return _kernel(name, f"{t} *out, const {t} *a, const {t} *b, i64 batch, i64 M, i64 N, i64 K", body)
 
 
+def _adam(name, op, dtype_in, dtype_out, ndim):
+    # csrc/adam.c's loop body, one thread per element.
+    body = (_types(dtype_in) + "  GRID_STRIDE(i, n) {\n"
+            "    const T pi = p[i] * decay, gi = g[i] + pi * l2;\n"
+            "    const T mi = m[i] * b1 + gi * c1, vi = v[i] * b2 + gi * gi * c2;\n"
+            "    m[i] = mi;\n    v[i] = vi;\n"
+            f"    p[i] = pi - mi * step / ({SQRT[dtype_in]}(vi) * inv_sqrt_bc2 + eps);\n  }}\n")
+    t = CTYPES[dtype_in]
+    scalars = ", ".join(f"{t} {s}" for s in ("decay", "l2", "b1", "c1", "b2", "c2", "step", "inv_sqrt_bc2", "eps"))
+    return _kernel(name, f"{t} *p, {t} *m, {t} *v, const {t} *g, i64 n, {scalars}", body)
+
+
 _WRITERS = {"unary": _unary, "binary": _binary, "where": _where, "cast": _cast, "copy": _copy,
             "reduce": _reduce, "arg_reduce": _arg_reduce, "cumsum": _cumsum, "gather": _gather,
             "scatter_add": _scatter_add, "fill": _fill, "rand": _rand, "iota": _iota,
-            "matmul": _matmul}
+            "matmul": _matmul, "adam": _adam}
 
 
 def catalogue(ndims: tuple[int, ...] = (0, 1, 4)) -> list[tuple[str, str | None, str, str, int]]:

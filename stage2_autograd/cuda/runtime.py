@@ -207,6 +207,19 @@ class Runtime:
         self._launch(fn, n, [_ptr(out), _ptr(src), _ptr(index), np.int64(n), np.int64(1)])
         return 0
 
+    # ---- adam.c ----
+
+    def adam_step(self, dtype: int, p, m, v, g, n: int, decay: float, l2: float, b1: float, b2: float,
+                  step: float, inv_sqrt_bc2: float, eps: float) -> int:
+        name = DTYPE_NAMES[dtype]
+        fn = self._try("adam", None, name, name, 1)
+        if fn is None:
+            return -1
+        T = getattr(dtypes, name).np.type  # the scalars rounded to the dtype, as adam.c rounds them
+        scalars = [T(x) for x in (decay, l2, b1, 1 - b1, b2, 1 - b2, step, inv_sqrt_bc2, eps)]
+        self._launch(fn, n, [_ptr(p), _ptr(m), _ptr(v), _ptr(g), np.int64(n), *scalars])
+        return 0
+
     # ---- gemm.c: float32 through the GEMM ladder, the other dtypes through a generated kernel ----
 
     def matmul(self, dtype: int, out, a, b, batch: int, M: int, N: int, K: int) -> int:

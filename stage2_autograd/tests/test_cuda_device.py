@@ -159,6 +159,23 @@ def test_gradients_on_the_device_and_across_moves(cuda):
     np.testing.assert_allclose(w.grad.numpy(), expect, rtol=1e-6)
 
 
+def test_the_optimizers_fused_kernels_match_the_cpu(cuda):
+    """AdamW's fused step (csrc/adam.c, elementwise_src's adam) and GELU's kernels, both devices."""
+    rng = np.random.default_rng(1)
+    x0, w0 = rng.standard_normal((8, 5)).astype(np.float32), rng.standard_normal((5, 3)).astype(np.float32)
+    out = {}
+    for dev in ("CPU", cuda):
+        w = Tensor(w0, device=dev, requires_grad=True)
+        opt = s.optim.AdamW([w], lr=0.05, weight_decay=0.1)
+        for _ in range(3):
+            opt.zero_grad()
+            (Tensor(x0, device=dev) @ w).gelu().square().mean().backward()
+            opt.step()
+        out[dev] = (w.numpy(), opt.state["m"][0].numpy(), opt.state["v"][0].numpy())
+    for a, b, name in zip(out["CPU"], out[cuda], ("param", "m", "v"), strict=True):
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
 def test_device_default_moves_a_model(cuda):
     before = Device.DEFAULT
     Device.DEFAULT = "CUDA"

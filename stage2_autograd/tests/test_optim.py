@@ -68,6 +68,25 @@ def test_optimizer_matches_torch_step_by_step(name):
         np.testing.assert_allclose(b, bt, rtol=1e-12, atol=1e-13, err_msg=f"{name} b, step {step}")
 
 
+@pytest.mark.parametrize("dtype", [dtypes.float32, dtypes.float64])
+@pytest.mark.parametrize("make", [lambda p: optim.AdamW(p, lr=0.02, b1=0.9, b2=0.95, weight_decay=0.1),
+                                  lambda p: optim.Adam(p, lr=0.01, weight_decay=0.1)], ids=["adamw", "adam_l2"])
+def test_the_fused_adam_kernel_computes_the_composite_formula(make, dtype):
+    """Adam.step runs csrc/adam.c; Optimizer.step runs the same update as 15 tensor ops (_update)."""
+    runs = []
+    for fused in (True, False):
+        w = Tensor(W0, dtype=dtype, requires_grad=True)
+        opt = make([w])
+        for _ in range(4):
+            opt.zero_grad()
+            ((Tensor(X, dtype=dtype) @ w - Tensor(Y, dtype=dtype)) ** 2).mean().backward()
+            opt.step() if fused else optim.Optimizer.step(opt)
+        runs.append((w.numpy(), opt.state["m"][0].numpy(), opt.state["v"][0].numpy()))
+    tol = dict(rtol=1e-6, atol=1e-7) if dtype is dtypes.float32 else dict(rtol=1e-14, atol=1e-15)
+    for fused, composite, name in zip(*runs, ("param", "m", "v"), strict=True):
+        np.testing.assert_allclose(fused, composite, **tol, err_msg=name)
+
+
 class TorchMuon(torch.optim.Optimizer):
     """Keller Jordan's Muon (as nanochat uses it), the reference for ours."""
 
