@@ -53,8 +53,8 @@ class FunctionalMixin:
             return out.squeeze(-1) if b.ndim == 1 else out
         a3 = a2.cast(dtype)._broadcast_to(batch + (M, K))
         b3 = b2.cast(dtype)._broadcast_to(batch + (K, N))
-        # The CPU's float32 rungs read a 2-D view through its strides; the cuda rungs take row-major.
-        if batch or dtype is not dtypes.float32 or a3.device != "CPU":
+        # The CPU's float32 rungs read any view through its strides; the cuda rungs take row-major.
+        if dtype is not dtypes.float32 or a3.device != "CPU":
             a3, b3 = a3.contiguous(), b3.contiguous()
         out = a3._alloc(batch + (M, N), dtype)
         if out.device == "CPU":

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from .ckernels import CSRC, ffi, gemm_variants, lib
+from .ckernels import CSRC, ffi, gemm_variants, int64s, lib
 from .dtype import dtypes
 
 HEADER_FIELDS = ("idea", "fixes", "measured")
@@ -209,17 +209,40 @@ SERIAL_BELOW = 256**3
 
 def batched_matmul(dtype, out, a3, b3, count: int, M: int, N: int, K: int) -> None:
     """out (count, M, N) = a3 (count, M, K) @ b3 (count, K, N), of one dtype (Tensor.matmul has
-    checked them); out is contiguous. float32 runs the current rung, which reads a 2-D a3 and b3
-    through their strides (a transposed operand is not copied); batched operands must be
-    contiguous. The other dtypes run csrc/gemm.c on contiguous operands."""
+    checked them); out is contiguous, a3 and b3 may carry any batch dims. float32 runs the current
+    rung, which reads a3 and b3 through their strides (a transposed or sliced operand is not
+    copied); the other dtypes run csrc/gemm.c on contiguous operands."""
     if dtype is not dtypes.float32:
         assert lib.matmul(dtype.code, out._ptr(), a3._ptr(), b3._ptr(), count, M, N, K) == 0
         return
-    v = current()
-    nthreads = 1 if M * N * K < SERIAL_BELOW else thread_count()
+    v, threads = current(), thread_count()
+    small = M * N * K < SERIAL_BELOW
     if a3.ndim == 2:
-        _call(v, out._ptr(), N, a3._ptr(), *a3._strides, b3._ptr(), *b3._strides, M, N, K, 1.0, 0.0, nthreads)
+        _call(v, out._ptr(), N, a3._ptr(), *a3._strides, b3._ptr(), *b3._strides, M, N, K, 1.0, 0.0,
+              1 if small else threads)
         return
-    c0, a0, b0 = (ffi.cast("float *", t._ptr()) for t in (out, a3, b3))
-    for z in range(count):
-        _call(v, c0 + z * M * N, N, a0 + z * M * K, K, 1, b0 + z * K * N, N, 1, M, N, K, 1.0, 0.0, nthreads)
+    if count == 0:
+        return
+    # Small products (attention's, one per head) run one per core; large ones take every core each.
+    outer, inner = (threads, 1) if small or count >= 4 * threads else (1, threads)
+    _call_batched(v, count, out._ptr(), a3._ptr(), _batch_offsets(a3), *a3._strides[-2:], b3._ptr(),
+                  _batch_offsets(b3), *b3._strides[-2:], M, N, K, outer, inner)
+
+
+def _call_batched(v: Variant, count: int, c, a, a_offsets: list[int], rsa: int, csa: int, b, b_offsets: list[int],
+                  rsb: int, csb: int, M: int, N: int, K: int, outer: int, inner: int) -> None:
+    """One rung over count products (csrc/gemm_ladder.c's gemm_batched); the caller has checked them."""
+    fp = ffi.cast
+    status = lib.gemm_batched(ffi.addressof(lib, v.entry), count, fp("float *", c), fp("float *", a),
+                              int64s(a_offsets), rsa, csa, fp("float *", b), int64s(b_offsets), rsb, csb,
+                              M, N, K, outer, inner)
+    if status != 0:
+        raise MemoryError(f"gemm {v.name}: could not allocate packing buffers for {count} x M={M}, N={N}, K={K}")
+
+
+def _batch_offsets(x) -> list[int]:
+    """Where each matrix of x (..., R, C) starts, in elements from x's first: row-major over the batch."""
+    offsets = [0]
+    for n, stride in zip(x.shape[:-2], x._strides[:-2], strict=True):
+        offsets = [o + i * stride for o in offsets for i in range(n)]
+    return offsets

@@ -55,9 +55,17 @@ int matmul(int dtype, void *out, const void *a, const void *b,
 
 /* gemm_NN_idea.c: the float32 GEMM ladder, C = alpha * A @ B + beta * C with strided A and B,
    one rung per file and one signature for all (GEMM_PARAMS in gemm_ladder.h); ckernels.py
-   declares each rung from its file name. gemm_ladder.c says what the build holds. */
+   declares each rung from its file name. gemm_ladder.c says what the build holds and runs a
+   rung over a batch. */
 int gemm_has_openmp(void);
 int gemm_has_avx2_fma(void);
+typedef int (*gemm_rung)(float *c, int64_t ldc, const float *a, int64_t rsa, int64_t csa, const float *b,
+                         int64_t rsb, int64_t csb, int64_t M, int64_t N, int64_t K, float alpha, float beta,
+                         int threads);
+/* out (count, M, N) contiguous; product z reads A at a + a_off[z], B at b + b_off[z] (gemm_ladder.c). */
+int gemm_batched(gemm_rung rung, int64_t count, float *out, const float *a, const int64_t *a_off, int64_t rsa,
+                 int64_t csa, const float *b, const int64_t *b_off, int64_t rsb, int64_t csb, int64_t M, int64_t N,
+                 int64_t K, int outer_threads, int inner_threads);
 
 /* solve.c: solves a (n, n) @ x = b (n, nrhs) in place (a is destroyed, b becomes x).
    Returns 1 when a is singular. */
