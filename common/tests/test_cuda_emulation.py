@@ -104,12 +104,32 @@ def erf(x):
     return np.vectorize(math.erf, otypes=[x.dtype])(x)
 
 
+def erfc(x):
+    import math
+
+    return np.vectorize(math.erfc, otypes=[x.dtype])(x)
+
+
+def gelu(x):
+    """x * Phi(x), computed in float64."""
+    x64 = x.astype(np.float64)
+    return (x64 * 0.5 * erfc(-x64 / np.sqrt(2))).astype(x.dtype)
+
+
+def gelu_grad(x, g):
+    """g * (Phi(x) + x * phi(x)), computed in float64."""
+    x64 = x.astype(np.float64)
+    slope = 0.5 * erfc(-x64 / np.sqrt(2)) + x64 * np.exp(-0.5 * x64 * x64) / np.sqrt(2 * np.pi)
+    return (g * slope).astype(x.dtype)
+
+
 UNARY_REF = {"neg": np.negative, "recip": lambda x: np.divide(1, x, dtype=x.dtype), "sqrt": np.sqrt, "exp": np.exp,
              "log": np.log, "exp2": np.exp2, "log2": np.log2, "sin": np.sin, "cos": np.cos, "tanh": np.tanh,
-             "erf": erf, "abs": np.abs, "sign": np.sign, "not": lambda x: ~x}
+             "erf": erf, "abs": np.abs, "sign": np.sign, "not": lambda x: ~x, "gelu": gelu}
 BINARY_REF = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "pow": np.power,
               "max": np.maximum, "min": np.minimum, "lt": np.less, "le": np.less_equal, "eq": np.equal,
-              "ne": np.not_equal, "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
+              "ne": np.not_equal, "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor,
+              "gelu_grad": gelu_grad}
 
 
 def assert_same(ours, expect, dtype):

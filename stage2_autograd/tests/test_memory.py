@@ -1,5 +1,6 @@
 """csrc/memory.c: memory a step frees stays in the process for the next step."""
 
+import os
 import platform
 import resource
 
@@ -20,6 +21,7 @@ def _faults() -> int:
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="keep_freed_memory tunes glibc's malloc only")
+@pytest.mark.skipif(os.environ.get("SITP_SANITIZE") == "address", reason="ASan's malloc ignores mallopt")
 def test_freed_tensors_are_not_faulted_in_again():
     # glibc by default would trim the 40 MiB freed at the top of the heap after each round and
     # fault every page in afresh in the next one: about PAGES faults per round.
