@@ -44,7 +44,11 @@ class Optimizer:
         with Tensor.no_grad():
             for i, p in enumerate(self.params):
                 if p.grad is not None:
-                    p.assign(self._update(i, p.detach(), p.grad.detach()))
+                    self._apply(i, p, p.grad.detach())
+
+    def _apply(self, i: int, p: Tensor, g: Tensor) -> None:
+        """Update p in place from its gradient g, by the subclass's formula (_update)."""
+        p.assign(self._update(i, p.detach(), g))
 
     def _update(self, i: int, p: Tensor, g: Tensor) -> Tensor:
         raise NotImplementedError
@@ -104,24 +108,18 @@ class Adam(Optimizer):
         super().__init__(params, lr)
         self.b1, self.b2, self.eps, self.weight_decay = b1, b2, eps, weight_decay
 
-    def step(self) -> None:
-        """Each parameter in one pass of csrc/adam.c (15 tensor ops in _update otherwise), where
-        the parameter and its moments are plain contiguous tensors of one dtype and device."""
-        self.steps += 1
+    def _apply(self, i, p, g):
+        """One pass of csrc/adam.c where p, g and the moments are contiguous tensors of one dtype and
+        device; else the 15 tensor ops of _update."""
+        m, v, g = self.state["m"][i], self.state["v"][i], g.cast(p.dtype).contiguous()
         bc1, bc2 = 1 - self.b1**self.steps, 1 - self.b2**self.steps
-        decoupled = self.decoupled and self.weight_decay
-        decay = 1 - self.lr * self.weight_decay if decoupled else 1.0
-        l2 = self.weight_decay if not self.decoupled else 0.0
-        with Tensor.no_grad():
-            for i, p in enumerate(self.params):
-                if p.grad is None:
-                    continue
-                m, v, g = self.state["m"][i], self.state["v"][i], p.grad.detach().cast(p.dtype).contiguous()
-                fusable = all(t._is_contiguous() and t.dtype is p.dtype and t.device == p.device for t in (p, m, v, g))
-                if not fusable or p._buf.kernels.adam_step(
-                        p.dtype.code, p._ptr(), m._ptr(), v._ptr(), g._ptr(), p.numel(), decay, l2, self.b1, self.b2,
-                        self.lr / bc1, 1 / math.sqrt(bc2), self.eps) != 0:
-                    p.assign(self._update(i, p.detach(), g))
+        decay = 1 - self.lr * self.weight_decay if self.decoupled else 1.0
+        l2 = 0.0 if self.decoupled else self.weight_decay
+        if all(t._is_contiguous() and t.dtype is p.dtype and t.device == p.device for t in (p, m, v, g)) and \
+                p._buf.kernels.adam_step(p.dtype.code, p._ptr(), m._ptr(), v._ptr(), g._ptr(), p.numel(), decay, l2,
+                                         self.b1, self.b2, self.lr / bc1, 1 / math.sqrt(bc2), self.eps) == 0:
+            return
+        super()._apply(i, p, g)
 
     def _update(self, i, p, g):
         if self.weight_decay and self.decoupled:
