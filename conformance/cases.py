@@ -12,6 +12,13 @@ from typing import Any
 
 import numpy as np
 
+
+def expect(ok: bool, message: Any) -> None:
+    """An assert that `python -O` keeps: the suite also runs optimized, to prove that no stage does
+    its work inside an assert (which -O drops)."""
+    if not ok:
+        raise AssertionError(message)
+
 # ---- dtypes and promotion (docs/api-contract.md) ----
 
 DTYPES = ("bool", "int32", "int64", "float32", "float64")  # also the promotion lattice, low to high

@@ -62,6 +62,7 @@ from .cases import (
     case,
     classes,
     diag_dominant,
+    expect,
     is_float,
     key_id,
     labels_with_ignored,
@@ -382,7 +383,7 @@ add(
 
 def _both(a: Any, b: Any) -> Any:
     """Two spellings of one op (x.neg() and -x) must agree; the first is checked against numpy."""
-    assert np.array_equal(a.numpy(), b.numpy(), equal_nan=True), "the method and the operator disagree"
+    expect(np.array_equal(a.numpy(), b.numpy(), equal_nan=True), "the method and the operator disagree")
     return a
 
 

@@ -1,7 +1,9 @@
 """Running one catalogue case on one stage and comparing it with numpy.
 
 `run_case` builds the inputs (seeded per test id, so a failure reproduces alone), calls our op and
-the numpy reference, and checks the result's shape, dtype and values against the contract.
+the numpy reference, and checks the result's shape, dtype and values against the contract. The
+checks raise through `expect`, not `assert`: the suite also runs under `python -O` (which drops
+asserts), to prove that no stage does its work inside one.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .cases import FLOATS, LAYOUTS, Case, D, Device, Index, is_float, promote
+from .cases import FLOATS, LAYOUTS, Case, D, Device, Index, expect, is_float, promote
 from .catalogue import EXACT, Op, Tol
 from .stages import Stage
 
@@ -79,18 +81,18 @@ def tolerance(tol: Tol, dtype: str) -> tuple[float, float]:
 
 def assert_tensor(got: Any, expected: Any, out: str, tol: Tol, what: str = "result") -> None:
     """`got` is our Tensor: same shape, the contract's dtype, and values within tolerance."""
-    assert hasattr(got, "numpy"), f"{what}: expected a Tensor, got {type(got).__name__}"
+    expect(hasattr(got, "numpy"), f"{what}: expected a Tensor, got {type(got).__name__}")
     with np.errstate(over="ignore"):  # float64 answers beyond float32's range become inf, as ours do
         expected = np.asarray(expected).astype(out)
-    assert tuple(got.shape) == expected.shape, f"{what}: shape {tuple(got.shape)}, expected {expected.shape}"
-    assert got.dtype.name == out, f"{what}: dtype {got.dtype.name}, expected {out}"
+    expect(tuple(got.shape) == expected.shape, f"{what}: shape {tuple(got.shape)}, expected {expected.shape}")
+    expect(got.dtype.name == out, f"{what}: dtype {got.dtype.name}, expected {out}")
     assert_array(got.numpy(), expected, out, tol, what)
 
 
 def assert_array(got: np.ndarray, expected: np.ndarray, out: str, tol: Tol, what: str = "result") -> None:
-    assert isinstance(got, np.ndarray), f"{what}: expected a numpy array, got {type(got).__name__}"
-    assert got.dtype == np.dtype(out), f"{what}: numpy dtype {got.dtype}, expected {out}"
-    assert got.shape == expected.shape, f"{what}: shape {got.shape}, expected {expected.shape}"
+    expect(isinstance(got, np.ndarray), f"{what}: expected a numpy array, got {type(got).__name__}")
+    expect(got.dtype == np.dtype(out), f"{what}: numpy dtype {got.dtype}, expected {out}")
+    expect(got.shape == expected.shape, f"{what}: shape {got.shape}, expected {expected.shape}")
     rtol, atol = tolerance(tol, out)
     if out in FLOATS and tol is not EXACT:
         np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol, err_msg=what)
@@ -100,8 +102,8 @@ def assert_array(got: np.ndarray, expected: np.ndarray, out: str, tol: Tol, what
 
 def assert_value(got: Any, expected: Any) -> None:
     """Python values: equal, and of the same types all the way down (1 is not True, 1.0 is not 1)."""
-    assert got == expected, f"got {got!r}, expected {expected!r}"
-    assert _types(got) == _types(expected), f"types {_types(got)}, expected {_types(expected)}"
+    expect(got == expected, f"got {got!r}, expected {expected!r}")
+    expect(_types(got) == _types(expected), f"types {_types(got)}, expected {_types(expected)}")
 
 
 def _types(v: Any) -> Any:
@@ -120,9 +122,9 @@ def run_case(stage: Stage, op: Op, dtype: str, case: Case) -> None:
     if op.kind == "random":
         if hasattr(got, "numpy"):
             if "shape" in refs:
-                assert tuple(got.shape) == tuple(refs["shape"]), (tuple(got.shape), refs["shape"])
+                expect(tuple(got.shape) == tuple(refs["shape"]), (tuple(got.shape), refs["shape"]))
             if out is not None:
-                assert got.dtype.name == out, (got.dtype.name, out)
+                expect(got.dtype.name == out, (got.dtype.name, out))
             got = got.numpy()
         op.check(got, **refs)
         return
@@ -130,9 +132,10 @@ def run_case(stage: Stage, op: Op, dtype: str, case: Case) -> None:
     if op.kind == "tensor":
         assert_tensor(got, expected, out, op.tol)
     elif op.kind == "meta":
-        assert tuple(got.shape) == np.shape(expected) and got.dtype.name == out
+        expect(tuple(got.shape) == np.shape(expected) and got.dtype.name == out,
+               f"shape {tuple(got.shape)} and dtype {got.dtype.name}, expected {np.shape(expected)} and {out}")
     elif op.kind == "tensors":
-        assert len(got) == len(expected), f"{len(got)} pieces, expected {len(expected)}"
+        expect(len(got) == len(expected), f"{len(got)} pieces, expected {len(expected)}")
         for i, (g, e) in enumerate(zip(got, expected, strict=True)):
             assert_tensor(g, e, out, op.tol, what=f"piece {i}")
     elif op.kind == "array":

@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from .cases import expect
+
 # ---- movement and reductions whose numpy spelling differs ----
 
 
@@ -221,10 +223,10 @@ def random_law(lo: float, hi: float, mean: float, std: float) -> Callable[..., N
     """Values in [lo, hi), and a sample mean/std within 7 standard errors of the law's."""
 
     def check(x: np.ndarray, **_: Any) -> None:
-        assert x.size and np.all(x >= lo) and np.all(x < hi), (x.min(), x.max())
+        expect(x.size and np.all(x >= lo) and np.all(x < hi), (x.min(), x.max()))
         n = x.size
-        assert abs(x.mean() - mean) < 7 * std / math.sqrt(n) + 1e-3, x.mean()
-        assert abs(x.std() - std) < 0.05 * std + 1e-3, x.std()
+        expect(abs(x.mean() - mean) < 7 * std / math.sqrt(n) + 1e-3, x.mean())
+        expect(abs(x.std() - std) < 0.05 * std + 1e-3, x.std())
 
     return check
 
@@ -234,8 +236,8 @@ def init_law(bound: Callable[[tuple], float]) -> Callable[..., None]:
 
     def check(x: np.ndarray, shape: tuple, **_: Any) -> None:
         b = bound(shape)
-        assert np.all(np.abs(x) <= b), (np.abs(x).max(), b)
-        assert np.abs(x).max() > 0.8 * b and abs(x.mean()) < 0.1 * b, (np.abs(x).max(), x.mean(), b)
+        expect(np.all(np.abs(x) <= b), (np.abs(x).max(), b))
+        expect(np.abs(x).max() > 0.8 * b and abs(x.mean()) < 0.1 * b, (np.abs(x).max(), x.mean(), b))
 
     return check
 
@@ -262,15 +264,15 @@ def three_draws(T, seed: int):
 
 def seed_law(draws, **_: Any) -> None:
     a, b, following, c = draws
-    assert np.array_equal(a, b), "the same seed must give the same draw"
-    assert not np.array_equal(b, following), "the stream must move on after a draw"
-    assert not np.array_equal(a, c), "another seed must give another draw"
+    expect(np.array_equal(a, b), "the same seed must give the same draw")
+    expect(not np.array_equal(b, following), "the stream must move on after a draw")
+    expect(not np.array_equal(a, c), "another seed must give another draw")
 
 
 def randint_law(x: np.ndarray, low: int, high: int, **_: Any) -> None:
-    assert x.dtype in (np.int32, np.int64), x.dtype
-    assert np.all(x >= low) and np.all(x < high), (x.min(), x.max())
-    assert set(np.unique(x)) == set(range(low, high)), np.unique(x)
+    expect(x.dtype in (np.int32, np.int64), x.dtype)
+    expect(np.all(x >= low) and np.all(x < high), (x.min(), x.max()))
+    expect(set(np.unique(x)) == set(range(low, high)), np.unique(x))
 
 
 def dropout_train(T, x, p: float):
@@ -289,4 +291,4 @@ def dropout_law(got: Any, p: float) -> None:
     kept = y != 0
     np.testing.assert_allclose(y[kept], x[kept] / (1 - p), rtol=1e-6)
     n = x.size
-    assert abs((~kept).mean() - p) < 7 * math.sqrt(p * (1 - p) / n), (~kept).mean()
+    expect(abs((~kept).mean() - p) < 7 * math.sqrt(p * (1 - p) / n), (~kept).mean())

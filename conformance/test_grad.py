@@ -31,7 +31,7 @@ import pytest
 
 from conformance.cases import ANY, COARSE, FLOATS, LAYOUTS, NONZERO, POSITIVE, Arg, Case, D, Index, case
 from conformance.catalogue import CATALOGUE, ELEMENTWISE, NO_GRADIENT, grad_ref, torch_ref
-from conformance.checks import resolve, seed
+from conformance.checks import expect, resolve, seed
 
 # Points where the op is not differentiable and torch picks a value by convention; strict xfails.
 CONVENTIONS = {
@@ -187,8 +187,8 @@ def _compare(got, expected, dtype: str, op) -> None:
     for i, (g, e) in enumerate(zip(got, expected, strict=True)):
         if e is None:
             continue
-        assert g.shape == e.shape, f"grad {i}: shape {g.shape}, expected {e.shape}"
-        assert g.dtype == np.dtype(dtype), f"grad {i}: dtype {g.dtype}, expected {dtype}"
+        expect(g.shape == e.shape, f"grad {i}: shape {g.shape}, expected {e.shape}")
+        expect(g.dtype == np.dtype(dtype), f"grad {i}: dtype {g.dtype}, expected {dtype}")
         np.testing.assert_allclose(g.astype(np.float64), e, rtol=rtol, atol=atol, err_msg=f"grad of input {i}")
 
 

@@ -31,6 +31,7 @@ from common.models.gpt import GPT, GPTConfig
 from common.models.mlp import MLP, MLPConfig
 from common.models.rnn import RNN, RNNConfig
 from common.train.optimizers import build_optimizer
+from conformance.cases import expect
 
 STEPS = 20
 RTOL, ATOL = 2e-5, 1e-6
@@ -180,10 +181,10 @@ def test_trajectory_matches_torch(stage, spec):
     ours, theirs = run_both(spec, stage.module)
     ours, theirs = np.array(ours), np.array(theirs)
     worst = np.max(np.abs(ours - theirs) / (np.abs(theirs) + ATOL / RTOL))
-    assert np.allclose(ours, theirs, rtol=RTOL, atol=ATOL), (
-        f"{spec.name}: losses differ beyond rtol {RTOL} (worst relative {worst:.2e})\n"
-        f"stage: {ours.tolist()}\ntorch: {theirs.tolist()}")
-    assert ours[-1] < ours[0], f"{spec.name}: the loss did not go down: {ours.tolist()}"
+    expect(np.allclose(ours, theirs, rtol=RTOL, atol=ATOL),
+           f"{spec.name}: losses differ beyond rtol {RTOL} (worst relative {worst:.2e})\n"
+           f"stage: {ours.tolist()}\ntorch: {theirs.tolist()}")
+    expect(ours[-1] < ours[0], f"{spec.name}: the loss did not go down: {ours.tolist()}")
 
 
 def test_tolerance_catches_a_slip():

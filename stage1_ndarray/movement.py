@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 import math
+from typing import Self
 
 import numpy as np
 
-from .ckernels import ffi, int64s, lib
+from .ckernels import ffi, int64s
+from .device import check, check_same
 from .dtype import dtypes
+from .hooks import TensorCore
 from .shape import (
     MAX_DIMS,
     broadcast_shapes,
@@ -28,15 +31,13 @@ def _argfix(*x) -> tuple:
 
 
 def _is_index_array(item) -> bool:
-    from .tensor import Tensor
-
-    return isinstance(item, (Tensor, list, np.ndarray))
+    return isinstance(item, (TensorCore, list, np.ndarray))
 
 
-class MovementMixin:
+class MovementMixin(TensorCore):
     # ---- pure views ----
 
-    def reshape(self, *shape):
+    def reshape(self, *shape) -> Self:
         new = resolve_reshape("reshape", self.shape, _argfix(*shape))
         if len(new) > MAX_DIMS:
             raise ValueError(f"reshape: at most {MAX_DIMS} dims are supported, got {len(new)}")
@@ -46,10 +47,10 @@ class MovementMixin:
             return self._view(base, new, reshape_strides(base.shape, base._strides, new), base._offset)
         return self._view(self, new, strides, self._offset)
 
-    def view(self, *shape):
+    def view(self, *shape) -> Self:
         return self.reshape(*shape)
 
-    def permute(self, *order):
+    def permute(self, *order) -> Self:
         order = _argfix(*order)
         axes = tuple(normalize_axis("permute", a, self.ndim, self.shape) for a in order)
         if sorted(axes) != list(range(self.ndim)):
@@ -59,14 +60,14 @@ class MovementMixin:
         return self._view(self, tuple(self.shape[a] for a in axes),
                           tuple(self._strides[a] for a in axes), self._offset)
 
-    def transpose(self, dim0: int = 1, dim1: int = 0):
+    def transpose(self, dim0: int = 1, dim1: int = 0) -> Self:
         order = list(range(self.ndim))
         a = normalize_axis("transpose", dim0, self.ndim, self.shape)
         b = normalize_axis("transpose", dim1, self.ndim, self.shape)
         order[a], order[b] = order[b], order[a]
         return self.permute(order)
 
-    def expand(self, *shape):
+    def expand(self, *shape) -> Self:
         shape = _argfix(*shape)
         if len(shape) < self.ndim:
             raise ValueError(f"expand: cannot expand shape {self.shape} to fewer dims {shape}")
@@ -88,10 +89,10 @@ class MovementMixin:
                                  f"dim {d} has size {have}, expected it to be 1 or {want}")
         return self._view(self, tuple(new), tuple(strides), self._offset)
 
-    def _broadcast_to(self, shape):
+    def _broadcast_to(self, shape) -> Self:
         return self if self.shape == tuple(shape) else self.expand(shape)
 
-    def shrink(self, arg):
+    def shrink(self, arg) -> Self:
         if len(arg) != self.ndim:
             raise ValueError(f"shrink: need one (start, end) per dim of {self.shape}, got {arg}")
         offset = self._offset
@@ -105,7 +106,7 @@ class MovementMixin:
             shape.append(end - start)
         return self._view(self, tuple(shape), self._strides, offset)
 
-    def flip(self, axis):
+    def flip(self, axis) -> Self:
         axes = normalize_axes("flip", axis, self.ndim, self.shape)
         offset, strides = self._offset, list(self._strides)
         for a in axes:
@@ -114,7 +115,7 @@ class MovementMixin:
             strides[a] = -strides[a]
         return self._view(self, self.shape, tuple(strides), offset)
 
-    def squeeze(self, dim: int | None = None):
+    def squeeze(self, dim: int | None = None) -> Self:
         if dim is None:
             keep = [d for d in range(self.ndim) if self.shape[d] != 1]
         else:
@@ -123,31 +124,33 @@ class MovementMixin:
         return self._view(self, tuple(self.shape[d] for d in keep),
                           tuple(self._strides[d] for d in keep), self._offset)
 
-    def unsqueeze(self, dim: int):
+    def unsqueeze(self, dim: int) -> Self:
         d = normalize_axis("unsqueeze", dim, self.ndim + 1, self.shape)
         return self._view(self, self.shape[:d] + (1,) + self.shape[d:],
                           self._strides[:d] + (0,) + self._strides[d:], self._offset)
 
-    def flatten(self, start_dim: int = 0, end_dim: int = -1):
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Self:
         if self.ndim == 0:
             return self.reshape(1)
         a = normalize_axis("flatten", start_dim, self.ndim, self.shape)
         b = normalize_axis("flatten", end_dim, self.ndim, self.shape)
         return self.reshape(self.shape[:a] + (prod(self.shape[a:b + 1]),) + self.shape[b + 1:])
 
-    def unflatten(self, dim: int, sizes):
+    def unflatten(self, dim: int, sizes) -> Self:
         d = normalize_axis("unflatten", dim, self.ndim, self.shape)
         return self.reshape(self.shape[:d] + tuple(sizes) + self.shape[d + 1:])
 
     # ---- copies ----
 
-    def _copy_into(self, src) -> None:
+    def _copy_into(self, src: Self) -> None:
         """Write src (same shape) through this view's strides."""
+        if src.device != self.device:
+            check_same("copy", self, src)
         shape, (so, sa) = merge_dims(self.shape, self._strides, src._strides)
-        assert lib.copy_strided(self.dtype.itemsize, self._ptr(), int64s(so), src._ptr(), int64s(sa),
-                                len(shape), int64s(shape)) == 0
+        check(self._buf.kernels.copy_strided(self.dtype.itemsize, self._ptr(), int64s(so), src._ptr(), int64s(sa),
+                                             len(shape), int64s(shape)), "copy_strided", "copy", self, src)
 
-    def pad(self, padding, value: float = 0.0):
+    def pad(self, padding, value: float = 0.0) -> Self:
         pads = list(padding)
         if pads and all(isinstance(p, int) for p in pads):  # torch's flat form, last dim first
             if len(pads) % 2 or len(pads) // 2 > self.ndim:
@@ -163,11 +166,12 @@ class MovementMixin:
             raise ValueError(f"pad: padding {padding} crops more than shape {self.shape} holds")
         x = self.shrink(crop)
         grow = [(max(b, 0), max(a, 0)) for b, a in pads]
-        out = self.full(tuple(n + b + a for n, (b, a) in zip(x.shape, grow, strict=True)), value, self.dtype)
+        out = self.full(tuple(n + b + a for n, (b, a) in zip(x.shape, grow, strict=True)), value, self.dtype,
+                        self.device)
         out.shrink(tuple((b, b + n) for n, (b, _) in zip(x.shape, grow, strict=True)))._copy_into(x)
         return out
 
-    def cat(self, *args, dim: int = 0):
+    def cat(self, *args, dim: int = 0) -> Self:
         tensors = list(self) if isinstance(self, (list, tuple)) else [self, *args]
         first = tensors[0]
         if first.ndim == 0:
@@ -177,20 +181,22 @@ class MovementMixin:
             if t.ndim != first.ndim or any(a != b for k, (a, b) in enumerate(zip(t.shape, first.shape, strict=True))
                                            if k != d):
                 raise ValueError(f"cat: shapes {first.shape} and {t.shape} must match except in dim {d}")
+        check_same("cat", *tensors)
         dtype = first.dtype
         for t in tensors[1:]:
             dtype = dtype if dtype.rank >= t.dtype.rank else t.dtype
+        tensors = [t.cast(dtype) for t in tensors]
         shape = list(first.shape)
         shape[d] = sum(t.shape[d] for t in tensors)
         out = first._alloc(tuple(shape), dtype)
         start = 0
         for t in tensors:
             bounds = tuple((start, start + t.shape[d]) if k == d else None for k in range(first.ndim))
-            out.shrink(bounds)._copy_into(t.cast(dtype))
+            out.shrink(bounds)._copy_into(t)
             start += t.shape[d]
         return out
 
-    def stack(self, *args, dim: int = 0):
+    def stack(self, *args, dim: int = 0) -> Self:
         tensors = list(self) if isinstance(self, (list, tuple)) else [self, *args]
         shapes = {t.shape for t in tensors}
         if len(shapes) > 1:
@@ -198,7 +204,7 @@ class MovementMixin:
         d = normalize_axis("stack", dim, tensors[0].ndim + 1, tensors[0].shape)
         return MovementMixin.cat(*[t.unsqueeze(d) for t in tensors], dim=d)
 
-    def split(self, sizes, dim: int = 0):
+    def split(self, sizes, dim: int = 0) -> tuple[Self, ...]:
         d = normalize_axis("split", dim, self.ndim, self.shape)
         n = self.shape[d]
         if isinstance(sizes, int):
@@ -213,13 +219,13 @@ class MovementMixin:
             start += s
         return tuple(out)
 
-    def chunk(self, chunks: int, dim: int = 0):
+    def chunk(self, chunks: int, dim: int = 0) -> tuple[Self, ...]:
         if chunks <= 0:
             raise ValueError(f"chunk: chunks must be positive, got {chunks}")
         d = normalize_axis("chunk", dim, self.ndim, self.shape)
         return self.split(max(1, math.ceil(self.shape[d] / chunks)), d)
 
-    def repeat(self, *repeats):
+    def repeat(self, *repeats) -> Self:
         repeats = _argfix(*repeats)
         if len(repeats) < self.ndim:
             raise ValueError(f"repeat: need at least {self.ndim} repeats for shape {self.shape}, got {repeats}")
@@ -230,11 +236,11 @@ class MovementMixin:
 
     # ---- indexing ----
 
-    def __getitem__(self, index):
+    def __getitem__(self, index) -> Self:
         view, advanced = self._basic_index(index if isinstance(index, tuple) else (index,))
         return view if not advanced else view._gather(advanced)
 
-    def _basic_index(self, index: tuple):
+    def _basic_index(self, index: tuple) -> tuple[Self, list]:
         """Apply ints, slices, None and ... as a view; keep array-indexed dims for _gather."""
         if sum(item is Ellipsis for item in index) > 1:
             raise IndexError("getitem: an index can only have a single ellipsis ('...')")
@@ -281,15 +287,14 @@ class MovementMixin:
             dim += 1
         return self._view(self, tuple(shape), tuple(strides), offset), advanced
 
-    def _gather(self, advanced):
+    def _gather(self, advanced: list) -> Self:
         """Integer-array indexing (numpy's rules): index arrays broadcast together to shape B;
         each B position selects a block of the remaining dims, copied by the gather kernel."""
-        from .tensor import Tensor
-
         idx = []
         for _, _, item, n, _ in advanced:
-            t = item if isinstance(item, Tensor) else Tensor(item if not isinstance(item, list) or item
-                                                             else np.zeros(0, np.int64))
+            # Index arrays are data, like the lists they may be: they follow the tensor to its device.
+            t = item.to(self.device) if isinstance(item, TensorCore) else self._like(
+                item if not isinstance(item, list) or item else np.zeros(0, np.int64))
             if not t.dtype.is_int:
                 raise TypeError(f"getitem: index arrays must be integers, got {t.dtype.name}")
             t = t.cast(dtypes.int64)
@@ -300,7 +305,7 @@ class MovementMixin:
                                  f"of size {n} in shape {self.shape}")
             idx.append(t)
         b_shape = broadcast_shapes("getitem", *(t.shape for t in idx))
-        offsets = Tensor.zeros(b_shape, dtype=dtypes.int64)
+        offsets = self.zeros(b_shape, dtype=dtypes.int64, device=self.device)
         for t, (_, _, _, _, s) in zip(idx, advanced, strict=True):
             offsets = offsets + t._broadcast_to(b_shape) * s
         offsets = offsets.contiguous()
@@ -309,9 +314,9 @@ class MovementMixin:
         rest_shape = tuple(self.shape[d] for d in rest)
         out = self._alloc(b_shape + rest_shape, self.dtype)
         shape, (sa,) = merge_dims(rest_shape, tuple(self._strides[d] for d in rest))
-        assert lib.gather(self.dtype.itemsize, out._ptr(), self._ptr(), ffi.cast("int64_t *", offsets._ptr()),
-                          prod(b_shape),
-                          len(shape), int64s(shape), int64s(sa)) == 0
+        check(self._buf.kernels.gather(self.dtype.itemsize, out._ptr(), self._ptr(),
+                                       ffi.cast("int64_t *", offsets._ptr()), prod(b_shape),
+                                       len(shape), int64s(shape), int64s(sa)), "gather", "getitem", self)
         positions = [k for k, _, _, _, _ in advanced]
         if positions != list(range(positions[0], positions[0] + len(positions))):
             return out  # separated index arrays: their dims go first, as in numpy

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from .buffer import Buffer
-from .ckernels import lib
+from .device import check
 from .dtype import DType
 
 
@@ -20,9 +20,11 @@ def manual_seed(seed: int = 0) -> None:
     RandomState.counter = 0
 
 
-def uniform_buffer(n: int, dtype: DType) -> Buffer:
-    """n uniform numbers in [0, 1) of a float dtype, the next n of the stream."""
-    buf = Buffer(n * dtype.itemsize)
-    assert lib.rand_uniform(dtype.code, buf.mem, n, RandomState.seed, RandomState.counter) == 0
+def uniform_buffer(n: int, dtype: DType, buffer: type = Buffer) -> Buffer:
+    """n uniform numbers in [0, 1) of a float dtype, the next n of the stream, in a `buffer` (the
+    device's Buffer class): every device draws the same numbers for the same seed."""
+    buf = buffer(n * dtype.itemsize)
+    check(buf.kernels.rand_uniform(dtype.code, buf.ptr(0, dtype), n, RandomState.seed, RandomState.counter),
+          "rand_uniform", "rand")
     RandomState.counter = (RandomState.counter + n) & 0xFFFFFFFFFFFFFFFF
     return buf

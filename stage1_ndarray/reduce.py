@@ -3,8 +3,13 @@ axes runs once per run of neighbouring axes, last run first, so earlier axis num
 
 from __future__ import annotations
 
-from .ckernels import ffi, lib
+from typing import Self
+
+from .ckernels import ffi
+from .device import check
 from .dtype import dtypes, float_of
+from .hooks import TensorCore
+from .ops import Ops
 from .shape import normalize_axes, normalize_axis, prod, reshape_strides
 
 
@@ -29,46 +34,45 @@ def _as_ori(x, start: int, end: int):
     return x, ori, strides
 
 
-class ReduceMixin:
-    def _reduce(self, op: int, name: str, axis=None, keepdim: bool = False):
+class ReduceMixin(TensorCore):
+    def _reduce(self, op: Ops, name: str, axis=None, keepdim: bool = False) -> Self:
         axes = normalize_axes(name, axis, self.ndim, self.shape)
-        if op in (lib.R_MAX, lib.R_MIN) and any(self.shape[a] == 0 for a in axes):
+        if op in (Ops.REDUCE_MAX, Ops.REDUCE_MIN) and any(self.shape[a] == 0 for a in axes):
             raise ValueError(f"{name}: cannot reduce an empty dim (shape {self.shape}, axis {axis}); "
                              "the op has no identity")
         x = self
         for start, end in reversed(_runs(axes)):
             x, (O, R, I), (so, sr, si) = _as_ori(x, start, end)
             out = x._alloc(x.shape[:start] + x.shape[end:], x.dtype)
-            if lib.reduce(op, x.dtype.code, out._ptr(), x._ptr(), O, R, I, so, sr, si) != 0:
-                raise TypeError(f"{name}: not supported for {x.dtype.name} (shape {self.shape})")
+            check(x._buf.kernels.reduce(op, x.dtype.code, out._ptr(), x._ptr(), O, R, I, so, sr, si), "reduce", name, x)
             x = out
         if keepdim:
             x = x.reshape(tuple(1 if d in axes else n for d, n in enumerate(self.shape)))
         return x
 
-    def _wide(self):
+    def _wide(self) -> Self:
         """Sums and products of bool and int32 accumulate in int64, as numpy does."""
         return self.cast(dtypes.int64) if self.dtype in (dtypes.bool, dtypes.int32) else self
 
-    def sum(self, axis=None, keepdim: bool = False):
-        return self._wide()._reduce(lib.R_SUM, "sum", axis, keepdim)
+    def sum(self, axis=None, keepdim: bool = False) -> Self:
+        return self._wide()._reduce(Ops.REDUCE_ADD, "sum", axis, keepdim)
 
-    def prod(self, axis=None, keepdim: bool = False):
-        return self._wide()._reduce(lib.R_PROD, "prod", axis, keepdim)
+    def prod(self, axis=None, keepdim: bool = False) -> Self:
+        return self._wide()._reduce(Ops.REDUCE_MUL, "prod", axis, keepdim)
 
-    def max(self, axis=None, keepdim: bool = False):
-        return self._reduce(lib.R_MAX, "max", axis, keepdim)
+    def max(self, axis=None, keepdim: bool = False) -> Self:
+        return self._reduce(Ops.REDUCE_MAX, "max", axis, keepdim)
 
-    def min(self, axis=None, keepdim: bool = False):
-        return self._reduce(lib.R_MIN, "min", axis, keepdim)
+    def min(self, axis=None, keepdim: bool = False) -> Self:
+        return self._reduce(Ops.REDUCE_MIN, "min", axis, keepdim)
 
-    def mean(self, axis=None, keepdim: bool = False):
+    def mean(self, axis=None, keepdim: bool = False) -> Self:
         axes = normalize_axes("mean", axis, self.ndim, self.shape)
         count = prod(self.shape[a] for a in axes)
         total = self.cast(float_of(self.dtype)).sum(axis, keepdim)
         return total / count if count else total * float("nan")
 
-    def var(self, axis=None, keepdim: bool = False, correction: int = 1):
+    def var(self, axis=None, keepdim: bool = False, correction: int = 1) -> Self:
         axes = normalize_axes("var", axis, self.ndim, self.shape)
         x = self.cast(float_of(self.dtype))
         deviation = x - x.mean(axis, keepdim=True)
@@ -76,30 +80,32 @@ class ReduceMixin:
         total = deviation.square().sum(axis, keepdim)
         return total / n if n > 0 else total * float("nan")
 
-    def std(self, axis=None, keepdim: bool = False, correction: int = 1):
+    def std(self, axis=None, keepdim: bool = False, correction: int = 1) -> Self:
         return self.var(axis, keepdim, correction).sqrt()
 
-    def _arg_reduce(self, op: int, name: str, axis=None, keepdim: bool = False):
+    def _arg_reduce(self, op: Ops, name: str, axis=None, keepdim: bool = False) -> Self:
         if axis is None:
             out = self.flatten()._arg_reduce(op, name, 0)
             return out.reshape((1,) * self.ndim) if keepdim else out
         a = normalize_axis(name, axis, self.ndim, self.shape)
         if self.ndim == 0:
-            return self.full((), 0, dtypes.int64)
+            return self.full((), 0, dtypes.int64, self.device)
         if self.shape[a] == 0:
             raise ValueError(f"{name}: cannot take {name} of an empty dim (shape {self.shape}, axis {axis})")
         x, (O, R, I), (so, sr, si) = _as_ori(self, a, a + 1)
         out = x._alloc(x.shape[:a] + x.shape[a + 1:], dtypes.int64)
-        assert lib.arg_reduce(op, x.dtype.code, ffi.cast("int64_t *", out._ptr()), x._ptr(), O, R, I, so, sr, si) == 0
+        index_ptr = ffi.cast("int64_t *", out._ptr())
+        check(x._buf.kernels.arg_reduce(op, x.dtype.code, index_ptr, x._ptr(), O, R, I, so, sr, si),
+              "arg_reduce", name, x)
         return out.unsqueeze(a) if keepdim else out
 
-    def argmax(self, axis=None, keepdim: bool = False):
-        return self._arg_reduce(lib.A_ARGMAX, "argmax", axis, keepdim)
+    def argmax(self, axis=None, keepdim: bool = False) -> Self:
+        return self._arg_reduce(Ops.ARGMAX, "argmax", axis, keepdim)
 
-    def argmin(self, axis=None, keepdim: bool = False):
-        return self._arg_reduce(lib.A_ARGMIN, "argmin", axis, keepdim)
+    def argmin(self, axis=None, keepdim: bool = False) -> Self:
+        return self._arg_reduce(Ops.ARGMIN, "argmin", axis, keepdim)
 
-    def cumsum(self, axis: int | None = 0):
+    def cumsum(self, axis: int | None = 0) -> Self:
         if axis is None:
             return self.flatten().cumsum(0)
         if self.ndim == 0:
@@ -107,20 +113,20 @@ class ReduceMixin:
         a = normalize_axis("cumsum", axis, self.ndim, self.shape)
         x, (O, R, I), (so, sr, si) = _as_ori(self._wide(), a, a + 1)
         out = x._alloc(x.shape, x.dtype)
-        assert lib.cumsum(x.dtype.code, out._ptr(), x._ptr(), O, R, I, so, sr, si) == 0
+        check(x._buf.kernels.cumsum(x.dtype.code, out._ptr(), x._ptr(), O, R, I, so, sr, si), "cumsum", "cumsum", x)
         return out
 
-    def softmax(self, axis: int = -1):
+    def softmax(self, axis: int = -1) -> Self:
         x = self.cast(float_of(self.dtype))
         e = (x - x.max(axis, keepdim=True)).exp()
         return e / e.sum(axis, keepdim=True)
 
-    def log_softmax(self, axis: int = -1):
+    def log_softmax(self, axis: int = -1) -> Self:
         x = self.cast(float_of(self.dtype))
         shifted = x - x.max(axis, keepdim=True)
         return shifted - shifted.exp().sum(axis, keepdim=True).log()
 
-    def logsumexp(self, axis=None, keepdim: bool = False):
+    def logsumexp(self, axis=None, keepdim: bool = False) -> Self:
         x = self.cast(float_of(self.dtype))
         m = x.max(axis, keepdim=True)
         # an all -inf row has max -inf; shift by 0 there so the result is -inf, not nan
@@ -128,7 +134,7 @@ class ReduceMixin:
         out = (x - m).exp().sum(axis, keepdim=True).log() + m
         return out if keepdim else out.squeeze_axes(normalize_axes("logsumexp", axis, self.ndim, self.shape))
 
-    def squeeze_axes(self, axes: tuple[int, ...]):
+    def squeeze_axes(self, axes: tuple[int, ...]) -> Self:
         """Drop the given size-1 axes (keepdim=False for composites)."""
         return self.reshape(tuple(n for d, n in enumerate(self.shape) if d not in axes))
 

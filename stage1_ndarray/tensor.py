@@ -2,19 +2,22 @@
 
 This file holds the core (construction, properties, creation, conversion). The rest of the API
 lives in mixins, one file per section of the API: movement.py, elementwise.py, reduce.py and
-functional.py. Every computation ends in a C kernel; numpy only converts data in and out.
+functional.py, each a layer on the hooks of hooks.py that this class implements. Every
+computation ends in a kernel of the tensor's device, `x._buf.kernels` (device.py), whose status
+`check` reads; numpy only converts data in and out.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from . import random
-from .buffer import Buffer
-from .ckernels import ffi, int64s, lib
+from . import random, threads
+from .ckernels import ffi, int64s
+from .device import buffer_class, canonical, check
 from .dtype import DType, dtypes, to_dtype
 from .elementwise import ElementwiseMixin
 from .functional import FunctionalMixin
@@ -28,12 +31,6 @@ def argfix(*x) -> tuple:
     if len(x) == 1 and isinstance(x[0], (tuple, list)):
         return tuple(x[0])
     return tuple(x)
-
-
-def _check_device(op: str, device: str | None) -> str:
-    if device is None or str(device).lower() in ("cpu", "clang", "c"):
-        return "CPU"
-    raise RuntimeError(f"{op}: device {device!r} is not available in this stage; expected 'cpu'")
 
 
 def _check_shape(op: str, shape: Sequence[int]) -> Shape:
@@ -69,13 +66,12 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin):
     training: bool = False
 
     def __init__(self, data, dtype=None, device: str | None = None, requires_grad: bool | None = None):
-        self.device = _check_device("Tensor", device)
-        self.requires_grad = requires_grad
-        self.grad: Tensor | None = None
+        device = canonical("Tensor", device if device is not None or not isinstance(data, Tensor)
+                           else data.device)  # a tensor stays where it is unless a device is named
         dtype = None if dtype is None else to_dtype(dtype, "Tensor")
         if isinstance(data, Tensor):
-            src = data if dtype is None else data.cast(dtype)
-            self._set(src._buf, src.shape, src._strides, src._offset, src.dtype)
+            src = (data if dtype is None else data.cast(dtype)).to(device)
+            self._setup(src._buf, src.shape, src._strides, src._offset, src.dtype, device, requires_grad)
             return
         if isinstance(data, np.ndarray):
             if data.dtype.kind not in "biuf" or data.dtype.kind == "c":
@@ -89,21 +85,29 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin):
         else:
             raise TypeError(f"Tensor: cannot make a tensor from {type(data).__name__}")
         shape = _check_shape("Tensor", arr.shape)
-        self._set(Buffer.from_numpy(arr), shape, contiguous_strides(shape), 0, dtype)
+        buf = buffer_class("Tensor", device).from_numpy(arr)
+        self._setup(buf, shape, contiguous_strides(shape), 0, dtype, device, requires_grad)
 
-    def _set(self, buf: Buffer, shape: Shape, strides: Shape, offset: int, dtype: DType) -> None:
-        self._buf, self.shape, self._strides, self._offset, self.dtype = buf, shape, strides, offset, dtype
+    def _setup(self, buf, shape: Shape, strides: Shape, offset: int, dtype: DType, device: str,
+               requires_grad: bool | None = None) -> None:
+        """Every field of a tensor, set in one place."""
+        self._buf, self.shape, self._strides, self._offset = buf, tuple(shape), tuple(strides), offset
+        self.dtype, self.device, self.requires_grad, self.grad = dtype, device, requires_grad, None
 
     # ---- internal constructors: every op builds its result through these ----
 
-    @classmethod
-    def _view(cls, base: Tensor, shape: Shape, strides: Shape, offset: int) -> Tensor:
+    @staticmethod
+    def _make(buf, shape: Shape, strides: Shape, offset: int, dtype: DType, device: str) -> Tensor:
+        """The one private constructor: a view (shape, strides, offset) of dtype over buf."""
+        out = Tensor.__new__(Tensor)
+        out._setup(buf, shape, strides, offset, dtype, device)
+        return out
+
+    def _view(self, base: Tensor, shape: Shape, strides: Shape, offset: int) -> Tensor:
         """A tensor sharing base's memory. Callers keep every element inside the buffer."""
         if len(shape) > MAX_DIMS:
             raise ValueError(f"view: at most {MAX_DIMS} dims are supported, got shape {tuple(shape)}")
-        out = cls.__new__(cls)
-        out.device, out.requires_grad, out.grad = base.device, None, None
-        out._set(base._buf, tuple(shape), tuple(strides), offset, base.dtype)
+        out = Tensor._make(base._buf, shape, strides, offset, base.dtype, base.device)
         assert out._in_bounds(), f"view {shape} {strides} +{offset} steps outside its buffer"
         return out
 
@@ -115,13 +119,23 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin):
         hi = self._offset + sum((n - 1) * s for n, s in zip(self.shape, self._strides, strict=True) if s > 0)
         return 0 <= lo and hi < max(self._buf.nbytes // self.dtype.itemsize, 1)
 
-    @classmethod
-    def _alloc(cls, shape: Shape, dtype: DType) -> Tensor:
-        """A fresh contiguous tensor whose every element the caller will write."""
-        out = cls.__new__(cls)
-        out.device, out.requires_grad, out.grad = "CPU", None, None
-        out._set(Buffer(prod(shape) * dtype.itemsize), tuple(shape), contiguous_strides(shape), 0, dtype)
-        return out
+    def _alloc(self, shape: Shape, dtype: DType) -> Tensor:
+        """A fresh contiguous tensor on self's device whose every element the caller will write."""
+        return Tensor._whole(type(self._buf)(prod(shape) * dtype.itemsize), shape, dtype, self.device)
+
+    @staticmethod
+    def _empty(shape: Shape, dtype: DType, device: str) -> Tensor:
+        """_alloc for the creation methods, which have a device name and no tensor yet."""
+        return Tensor._whole(buffer_class("Tensor", device)(prod(shape) * dtype.itemsize), shape, dtype, device)
+
+    @staticmethod
+    def _whole(buf, shape: Shape, dtype: DType, device: str) -> Tensor:
+        """A contiguous tensor over the whole of buf."""
+        return Tensor._make(buf, shape, contiguous_strides(shape), 0, dtype, device)
+
+    def _like(self, data, dtype: DType | None = None) -> Tensor:
+        """A tensor of data (a Python scalar, a list, an array) on self's device."""
+        return Tensor(data, dtype, self.device)
 
     def _ptr(self):
         return self._buf.ptr(self._offset, self.dtype)
@@ -155,12 +169,12 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin):
     # ---- creation ----
 
     @staticmethod
-    def full(shape, fill_value, dtype=None, **kwargs) -> Tensor:
+    def full(shape, fill_value, dtype=None, device=None, **kwargs) -> Tensor:
         shape = _check_shape("full", argfix(shape) if not isinstance(shape, int) else (shape,))
         if dtype is None:
             dtype = _from_python(fill_value, None).dtype
         dtype = to_dtype(dtype, "full")
-        out = Tensor._alloc(shape, dtype)
+        out = Tensor._empty(shape, dtype, canonical("full", device))
         py = bool if dtype.kind == "b" else int if dtype.is_int else float
         out._buf.fill(prod(shape), dtype, py(fill_value))
         return out._tag(**kwargs)
@@ -174,12 +188,13 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin):
         return Tensor.full(argfix(*shape), 1.0, dtype or dtypes.default_float, **kwargs)
 
     @staticmethod
-    def empty(*shape, dtype=None, **kwargs) -> Tensor:
+    def empty(*shape, dtype=None, device=None, **kwargs) -> Tensor:
         shape = _check_shape("empty", argfix(*shape))
-        return Tensor._alloc(shape, to_dtype(dtype or dtypes.default_float, "empty"))._tag(**kwargs)
+        dtype = to_dtype(dtype or dtypes.default_float, "empty")
+        return Tensor._empty(shape, dtype, canonical("empty", device))._tag(**kwargs)
 
     @staticmethod
-    def arange(start, stop=None, step=1, dtype=None, **kwargs) -> Tensor:
+    def arange(start, stop=None, step=1, dtype=None, device=None, **kwargs) -> Tensor:
         if stop is None:
             start, stop = 0, start
         if step == 0:
@@ -189,30 +204,32 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin):
             is_int = all(isinstance(v, int) for v in (start, stop, step))
             dtype = dtypes.default_int if is_int else dtypes.default_float
         dtype = to_dtype(dtype, "arange")
-        index = Tensor._iota(n)
+        index = Tensor._iota(n, canonical("arange", device))
         wide = dtypes.float64 if dtype.is_float else dtypes.int64
         return (index.cast(wide) * step + start).cast(dtype)._tag(**kwargs)
 
     @staticmethod
-    def _iota(n: int) -> Tensor:
-        out = Tensor._alloc((n,), dtypes.int64)
-        lib.iota(ffi.cast("int64_t *", out._ptr()), n)
+    def _iota(n: int, device: str) -> Tensor:
+        out = Tensor._empty((n,), dtypes.int64, device)
+        out._buf.kernels.iota(ffi.cast("int64_t *", out._ptr()), n)
         return out
 
     @staticmethod
-    def linspace(start, stop, steps: int, dtype=None, **kwargs) -> Tensor:
+    def linspace(start, stop, steps: int, dtype=None, device=None, **kwargs) -> Tensor:
         if steps < 0:
             raise ValueError(f"linspace: steps must be non-negative, got {steps}")
         dtype = to_dtype(dtype or dtypes.default_float, "linspace")
+        device = canonical("linspace", device)
         if steps == 1:
-            return Tensor.full((1,), start, dtype, **kwargs)
+            return Tensor.full((1,), start, dtype, device, **kwargs)
         step = (stop - start) / max(steps - 1, 1)
-        return (Tensor._iota(steps).cast(dtypes.float64) * step + start).cast(dtype)._tag(**kwargs)
+        return (Tensor._iota(steps, device).cast(dtypes.float64) * step + start).cast(dtype)._tag(**kwargs)
 
     @staticmethod
-    def eye(n: int, m: int | None = None, dtype=None, **kwargs) -> Tensor:
+    def eye(n: int, m: int | None = None, dtype=None, device=None, **kwargs) -> Tensor:
         m = n if m is None else m
-        rows, cols = Tensor._iota(n).reshape(n, 1), Tensor._iota(m).reshape(1, m)
+        device = canonical("eye", device)
+        rows, cols = Tensor._iota(n, device).reshape(n, 1), Tensor._iota(m, device).reshape(1, m)
         return (rows == cols).cast(dtype or dtypes.default_float)._tag(**kwargs)
 
     @staticmethod
@@ -220,37 +237,36 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin):
         random.manual_seed(seed)
 
     @staticmethod
-    def rand(*shape, dtype=None, **kwargs) -> Tensor:
+    def rand(*shape, dtype=None, device=None, **kwargs) -> Tensor:
         shape = _check_shape("rand", argfix(*shape))
         dtype = to_dtype(dtype or dtypes.default_float, "rand")
         if not dtype.is_float:
             raise TypeError(f"rand: dtype must be a float type, got {dtype.name}")
-        buf = random.uniform_buffer(prod(shape), dtype)
-        out = Tensor._alloc((), dtype)
-        out._set(buf, shape, contiguous_strides(shape), 0, dtype)
-        return out._tag(**kwargs)
+        device = canonical("rand", device)
+        buf = random.uniform_buffer(prod(shape), dtype, buffer_class("rand", device))
+        return Tensor._whole(buf, shape, dtype, device)._tag(**kwargs)
 
     @staticmethod
-    def randn(*shape, dtype=None, **kwargs) -> Tensor:
+    def randn(*shape, dtype=None, device=None, **kwargs) -> Tensor:
         # Box-Muller on two uniform draws; 1 - u keeps the log's argument in (0, 1].
         shape = argfix(*shape)
-        u1, u2 = Tensor.rand(*shape, dtype=dtype), Tensor.rand(*shape, dtype=dtype)
+        u1, u2 = Tensor.rand(*shape, dtype=dtype, device=device), Tensor.rand(*shape, dtype=dtype, device=device)
         return ((1 - u1).log() * -2).sqrt().mul((u2 * (2 * math.pi)).cos())._tag(**kwargs)
 
     @staticmethod
-    def randint(*shape, low: int = 0, high: int = 10, dtype=None, **kwargs) -> Tensor:
+    def randint(*shape, low: int = 0, high: int = 10, dtype=None, device=None, **kwargs) -> Tensor:
         if high <= low:
             raise ValueError(f"randint: need low < high, got low={low}, high={high}")
-        u = Tensor.rand(*shape, dtype=dtypes.float64)
+        u = Tensor.rand(*shape, dtype=dtypes.float64, device=device)
         return ((u * (high - low)).cast(dtypes.int64) + low).cast(dtype or dtypes.default_int)._tag(**kwargs)
 
     @staticmethod
-    def uniform(*shape, low: float = 0.0, high: float = 1.0, dtype=None, **kwargs) -> Tensor:
-        return (Tensor.rand(*shape, dtype=dtype) * (high - low) + low)._tag(**kwargs)
+    def uniform(*shape, low: float = 0.0, high: float = 1.0, dtype=None, device=None, **kwargs) -> Tensor:
+        return (Tensor.rand(*shape, dtype=dtype, device=device) * (high - low) + low)._tag(**kwargs)
 
     @staticmethod
-    def normal(*shape, mean: float = 0.0, std: float = 1.0, dtype=None, **kwargs) -> Tensor:
-        return (Tensor.randn(*shape, dtype=dtype) * std + mean)._tag(**kwargs)
+    def normal(*shape, mean: float = 0.0, std: float = 1.0, dtype=None, device=None, **kwargs) -> Tensor:
+        return (Tensor.randn(*shape, dtype=dtype, device=device) * std + mean)._tag(**kwargs)
 
     @staticmethod
     def kaiming_uniform(*shape, a: float = 0.01, **kwargs) -> Tensor:
@@ -264,8 +280,8 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin):
         bound = math.sqrt(6.0 / (shape[0] + prod(shape[1:])))
         return Tensor.uniform(*shape, low=-bound, high=bound, **kwargs)
 
-    def full_like(self, fill_value, dtype=None, **kwargs) -> Tensor:
-        return Tensor.full(self.shape, fill_value, dtype or self.dtype, **kwargs)
+    def full_like(self, fill_value, dtype=None, device=None, **kwargs) -> Tensor:
+        return Tensor.full(self.shape, fill_value, dtype or self.dtype, device or self.device, **kwargs)
 
     def zeros_like(self, dtype=None, **kwargs) -> Tensor:
         return self.full_like(0, dtype, **kwargs)
@@ -273,9 +289,8 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin):
     def ones_like(self, dtype=None, **kwargs) -> Tensor:
         return self.full_like(1, dtype, **kwargs)
 
-    def _tag(self, device: str | None = None, requires_grad: bool | None = None) -> Tensor:
-        """Apply the creation keywords every constructor accepts."""
-        self.device = _check_device("Tensor", device)
+    def _tag(self, requires_grad: bool | None = None) -> Tensor:
+        """Apply the creation keyword every constructor accepts besides device (which they made it on)."""
         self.requires_grad = requires_grad
         return self
 
@@ -284,15 +299,15 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin):
     def contiguous(self) -> Tensor:
         if self._is_contiguous():
             return self
-        out = Tensor._alloc(self.shape, self.dtype)
+        out = self._alloc(self.shape, self.dtype)
         shape, (so, sa) = merge_dims(self.shape, out._strides, self._strides)
-        assert lib.copy_strided(self.dtype.itemsize, out._ptr(), int64s(so), self._ptr(),
-                                int64s(sa), len(shape), int64s(shape)) == 0
+        check(self._buf.kernels.copy_strided(self.dtype.itemsize, out._ptr(), int64s(so), self._ptr(),
+                                             int64s(sa), len(shape), int64s(shape)), "copy_strided", "contiguous", self)
         return out
 
     def clone(self) -> Tensor:
         """A contiguous copy that shares no memory with self."""
-        out = Tensor._alloc(self.shape, self.dtype)
+        out = self._alloc(self.shape, self.dtype)
         out._copy_into(self)
         return out
 
@@ -309,20 +324,29 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin):
         return self.numpy().tolist()
 
     def to(self, device: str | None) -> Tensor:
-        _check_device("to", device)
-        return self
+        """A copy on `device` (self when it is there already), through host memory."""
+        device = canonical("to", device)
+        if device == self.device:
+            return self
+        x = self.contiguous()
+        host = x._buf.to_numpy(x._offset, x.numel(), x.dtype)
+        return Tensor._whole(buffer_class("to", device).from_numpy(host), x.shape, x.dtype, device)
 
-    def realize(self) -> Tensor:
+    def realize(self, *others: Tensor) -> Tensor:
+        """Compute self and others now (tinygrad's `Tensor.realize(*grads)`); here every op already ran."""
+        for t in others:
+            if not isinstance(t, Tensor):
+                raise TypeError(f"realize: expected tensors, got {type(t).__name__}")
         return self
 
     def cast(self, dtype) -> Tensor:
         dtype = to_dtype(dtype, "cast")
         if dtype is self.dtype:
             return self
-        out = Tensor._alloc(self.shape, dtype)
+        out = self._alloc(self.shape, dtype)
         shape, (sa,) = merge_dims(self.shape, self._strides)
-        assert lib.cast(dtype.code, self.dtype.code, out._ptr(), self._ptr(), len(shape),
-                        int64s(shape), int64s(sa)) == 0
+        check(self._buf.kernels.cast(dtype.code, self.dtype.code, out._ptr(), self._ptr(), len(shape),
+                                     int64s(shape), int64s(sa)), "cast", "cast", self)
         return out
 
     def float(self) -> Tensor:
@@ -345,3 +369,24 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin):
     def __int__(self) -> int:
         return int(self.item())
 
+
+    # ---- threads and modes ----
+
+    @staticmethod
+    def set_num_threads(n: int) -> None:
+        """Every threaded kernel (the GEMM, the OpenMP loops) uses n threads from now on (threads.py)."""
+        threads.set_num_threads(n)
+
+    @staticmethod
+    def get_num_threads() -> int:
+        return threads.get_num_threads()
+
+    @staticmethod
+    @contextlib.contextmanager
+    def train(mode: bool = True) -> Iterator[None]:
+        """`with Tensor.train():` turns on training behaviour (dropout, batch statistics)."""
+        before, Tensor.training = Tensor.training, mode
+        try:
+            yield
+        finally:
+            Tensor.training = before
