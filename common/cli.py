@@ -20,6 +20,7 @@ from pathlib import Path
 from .data import Split, cache_dir, load_diabetes, load_digits8x8, load_housing, load_mnist5k, load_vader_bow
 from .stages import STAGES, load_stage
 from .train import TrainResult, save_loss_curve, train_linreg, train_logreg, train_softmax, zoo_cli
+from .train.checkpoint import CheckpointError
 from .train.reference import relative_error, sklearn_linreg, sklearn_logistic
 
 # task -> data set name -> loader; the first data set of each task is its default
@@ -148,8 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except RuntimeError as e:
-        # missing data or stage: the message says what to do, a traceback would bury it
+    except (RuntimeError, CheckpointError) as e:
+        # missing data or stage, an unusable checkpoint: the message names the cause, a traceback would bury it
         print(f"sitp: error: {e}", file=sys.stderr)
         return 1
 

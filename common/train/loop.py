@@ -21,7 +21,14 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from .checkpoint import load_checkpoint, load_model_weights, restore_rngs, save_checkpoint
+from .checkpoint import (
+    CheckpointError,
+    load_checkpoint,
+    load_model_weights,
+    load_optimizer_state,
+    restore_rngs,
+    save_checkpoint,
+)
 from .curves import save_loss_curve
 from .optimizers import build_optimizer
 from .tasks import Task, TrainConfig
@@ -98,10 +105,10 @@ def train(task: Task, stage: ModuleType, cfg: TrainConfig, out: str | Path | Non
             raise RuntimeError(f"train --resume: no checkpoint at {ckpt}")
         state = load_checkpoint(ckpt)
         if state.meta["task"] != task.name or state.meta["config"] != json.loads(json.dumps(meta["config"])):
-            raise ValueError(f"train --resume: {ckpt} holds {state.meta['task']} {state.meta['config']}, "
-                             f"not {task.name} {meta['config']}")
+            raise CheckpointError(ckpt, f"holds {state.meta['task']} {state.meta['config']}, "
+                                        f"not {task.name} {meta['config']}; --resume needs the same model")
         load_model_weights(stage, model, state.model)
-        opt.load_state_dict({k: T(np.ascontiguousarray(v)) for k, v in state.optim.items()})
+        load_optimizer_state(stage, opt, state.optim)
         restore_rngs(stage, state, rng)
         start, losses = state.step, list(state.train_losses)
         val_history = [tuple(v) for v in state.meta.get("val_history", [])]
