@@ -143,5 +143,6 @@ def cuda(session: nox.Session) -> None:
 
 @nox.session(default=False, venv_backend="none")
 def diff(session: nox.Session) -> None:
-    """The lesson between two stages: `nox -s diff -- 1 2`."""
-    session.run("python", "-m", "common.stagediff", *(session.posargs or ["1", "2"]))
+    """The lesson between two stages in reading order: `nox -s diff -- 1 2 [--stat] [--no-tests]`."""
+    # the interpreter running nox: the diff needs only the standard library, and `python` may not exist
+    session.run(sys.executable, "-m", "common.stagediff", *session.posargs, external=True)

@@ -108,7 +108,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_diff(args: argparse.Namespace) -> int:
     from common import stagediff
 
-    return stagediff.main([*args.stages, *(["--stat"] if args.stat else [])])
+    flags = [*(["--stat"] if args.stat else []), *(["--no-tests"] if args.no_tests else [])]
+    return stagediff.main([*args.stages, *flags])
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -141,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     diff = commands.add_parser("diff", help="the lesson between two stages (files that changed, lines per file)")
     diff.add_argument("stages", nargs="*", default=["1", "2"], help="two stage numbers, e.g. 1 2")
     diff.add_argument("--stat", action="store_true", help="only the changed-lines table")
+    diff.add_argument("--no-tests", action="store_true", help="leave out the stages' tests/ folders")
     diff.set_defaults(func=cmd_diff)
     return parser
 
