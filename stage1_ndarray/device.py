@@ -26,7 +26,7 @@ def canonical(op: str, device: str | None) -> str:
     name = ALIASES.get(str(device).lower())
     if name is None:
         raise RuntimeError(f"{op}: device {device!r} is not available in this stage; "
-                           f"expected one of {sorted(set(ALIASES))}")
+                           f"expected one of {sorted({name.lower() for name in ALIASES.values()})}")
     return name
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .ckernels import ffi, lib
+from .device import check
 from .dtype import DType
 
 # Skip zero-filling: every kernel writes its whole output, and fill() exists for zeros.
@@ -18,7 +19,7 @@ lib.keep_freed_memory()  # a step's freed buffers stay for the next step (csrc/m
 
 class Buffer:
     __slots__ = ("nbytes", "mem")
-    kernels = lib  # what ops call on this memory: the C kernels (device.py; cuda/buffer.py has the GPU's)
+    kernels = lib  # what ops call on this memory: the C kernels (device.py)
 
     def __init__(self, nbytes: int):
         self.nbytes = nbytes
@@ -47,7 +48,7 @@ class Buffer:
         """Write `value` (already converted to dtype's Python type) into the first count elements."""
         cell = ffi.new(f"{dtype.ctype}[1]", [value])
         pattern = int.from_bytes(ffi.buffer(cell), "little")
-        assert lib.fill(dtype.itemsize, self.mem, count, pattern) == 0
+        check(self.kernels.fill(dtype.itemsize, self.mem, count, pattern), "fill", "fill")
 
     def read(self, offset: int, dtype: DType):
         """One element as a Python scalar."""

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import cffi
 
+from .ops import c_enum
+
 CSRC = Path(__file__).with_name("csrc")
 MODULE = f"_{__package__}_kernels"
 
@@ -78,7 +80,7 @@ def _cache_dir() -> Path:
 
 def _fingerprint(sources: list[Path], flags: list[str]) -> str:
     h = hashlib.sha256()
-    for path in sorted(CSRC.glob("*")):
+    for path in [*sorted(CSRC.glob("*")), Path(__file__).with_name("ops.py")]:  # ops.py writes ops.h
         h.update(path.name.encode())
         h.update(path.read_bytes())
     version = subprocess.run([_compiler(), "--version"], capture_output=True).stdout
@@ -90,15 +92,16 @@ def _fingerprint(sources: list[Path], flags: list[str]) -> str:
 def _build(target: Path, flags: list[str]) -> None:
     ffi = cffi.FFI()
     gemms = _gemm_declarations()
-    ffi.cdef((CSRC / "api.h").read_text() + gemms)
+    ffi.cdef(c_enum() + (CSRC / "api.h").read_text() + gemms)
     sources = sorted(str(p) for p in CSRC.glob("*.c"))
     ldflags = [f for f in flags if f in ("-fsanitize=address", "-fopenmp")]
-    ffi.set_source(MODULE, '#include "gemm_ladder.h"  /* and kernels.h */\n' + gemms, sources=sources,
-                   include_dirs=[str(CSRC)],
-                   extra_compile_args=flags, extra_link_args=ldflags, libraries=["m"])
     # Build in a private temp dir and rename into place, so two processes never see half a file.
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        (Path(tmp) / "ops.h").write_text(c_enum())  # the kernels' op codes, from the one op table
+        ffi.set_source(MODULE, '#include "gemm_ladder.h"  /* and kernels.h */\n' + gemms, sources=sources,
+                       include_dirs=[tmp, str(CSRC)],
+                       extra_compile_args=flags, extra_link_args=ldflags, libraries=["m"])
         built = ffi.compile(tmpdir=tmp, verbose=False)
         os.replace(built, target)
         shutil.rmtree(Path(tmp) / "build", ignore_errors=True)

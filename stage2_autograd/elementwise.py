@@ -8,42 +8,43 @@ dims every operand walks alike are merged so the kernel's inner loop is as long 
 from __future__ import annotations
 
 import math
+from typing import Self
 
 from .autograd import record
-from .ckernels import ffi, int64s, lib
-from .device import check_same
+from .ckernels import ffi, int64s
+from .device import check, check_same
 from .dtype import dtypes, float_of, promote, scalar_dtype
+from .hooks import TensorCore
+from .ops import COMPARE, FLOAT_ONLY, Ops
 from .shape import broadcast_shapes, merge_dims
 
-_FLOAT_ONLY = {lib.U_RECIP, lib.U_SQRT, lib.U_EXP, lib.U_LOG, lib.U_EXP2, lib.U_LOG2, lib.U_SIN,
-               lib.U_COS, lib.U_TANH, lib.U_ERF, lib.U_GELU}
+Operand = TensorCore | bool | int | float
 
 
-class ElementwiseMixin:
+class ElementwiseMixin(TensorCore):
     # ---- the primitives ----
 
-    def _unary(self, op: int, name: str):
-        x = self.cast(float_of(self.dtype)) if op in _FLOAT_ONLY else self
-        if x.dtype is dtypes.bool and op != lib.U_NOT:
+    def _unary(self, op: Ops, name: str) -> Self:
+        x = self.cast(float_of(self.dtype)) if op in FLOAT_ONLY else self
+        if x.dtype is dtypes.bool and op is not Ops.NOT:
             raise TypeError(f"{name}: not supported for bool tensors of shape {self.shape}")
-        if x.dtype.is_float and op == lib.U_NOT:
+        if x.dtype.is_float and op is Ops.NOT:
             raise TypeError(f"{name}: expected a bool or int tensor, got {x.dtype.name}")
         out = x._alloc(x.shape, x.dtype)
         shape, (sa,) = merge_dims(x.shape, x._strides)
-        assert x._buf.kernels.unary(op, x.dtype.code, out._ptr(), x._ptr(), len(shape), int64s(shape), int64s(sa)) == 0
-        return record(out, name, (x,))
+        check(x._buf.kernels.unary(op, x.dtype.code, out._ptr(), x._ptr(), len(shape), int64s(shape), int64s(sa)),
+              "unary", name, x)
+        return record(out, op, (x,))
 
-    def _operands(self, name: str, other, reflected: bool = False):
+    def _operands(self, name: str, other: Operand, reflected: bool = False) -> tuple[Self, Self]:
         """Turn `other` into a tensor, promote both to one dtype and broadcast them to one shape."""
-        from .tensor import Tensor
-
-        if isinstance(other, Tensor):
+        if isinstance(other, TensorCore):
             if other.device != self.device:  # compared inline: this runs for every binary op
                 check_same(name, self, other)
             dtype = promote(self.dtype, other.dtype)
         elif isinstance(other, (bool, int, float)):
             dtype = scalar_dtype(other, self.dtype)
-            other = Tensor(other, dtype, self.device)
+            other = self._like(other, dtype)
         else:
             raise TypeError(f"{name}: cannot combine a tensor with {type(other).__name__}")
         a, b = self.cast(dtype), other.cast(dtype)
@@ -52,24 +53,20 @@ class ElementwiseMixin:
         shape = broadcast_shapes(name, a.shape, b.shape)
         return a._broadcast_to(shape), b._broadcast_to(shape)
 
-    def _binary(self, op: int, name: str, other, reflected: bool = False):
+    def _binary(self, op: Ops, name: str, other: Operand, reflected: bool = False) -> Self:
         a, b = self._operands(name, other, reflected)
-        compare = op in (lib.B_LT, lib.B_LE, lib.B_EQ, lib.B_NE)
-        out = a._alloc(a.shape, dtypes.bool if compare else a.dtype)
+        out = a._alloc(a.shape, dtypes.bool if op in COMPARE else a.dtype)
         shape, (sa, sb) = merge_dims(a.shape, a._strides, b._strides)
-        if a._buf.kernels.binary(op, a.dtype.code, out._ptr(), a._ptr(), b._ptr(), len(shape), int64s(shape),
-                      int64s(sa), int64s(sb)) != 0:
-            raise TypeError(f"{name}: not supported for {a.dtype.name} tensors (shapes {a.shape})")
-        return record(out, name, (a, b))
+        check(a._buf.kernels.binary(op, a.dtype.code, out._ptr(), a._ptr(), b._ptr(), len(shape), int64s(shape),
+                                    int64s(sa), int64s(sb)), "binary", name, a, b)
+        return record(out, op, (a, b))
 
-    def where(self, x, y):
+    def where(self, x: Operand, y: Operand) -> Self:
         """self is the condition: pick x where it is true, y elsewhere."""
-        from .tensor import Tensor
-
         cond = self.cast(dtypes.bool)
-        if not isinstance(x, Tensor) and not isinstance(y, Tensor):
-            x = Tensor(x, device=self.device)
-        if isinstance(x, Tensor):
+        if not isinstance(x, TensorCore) and not isinstance(y, TensorCore):
+            x = self._like(x)
+        if isinstance(x, TensorCore):
             a, b = x._operands("where", y)
         else:
             b, a = y._operands("where", x)
@@ -79,214 +76,214 @@ class ElementwiseMixin:
         out = a._alloc(shape, a.dtype)
         mshape, (sc, sa, sb) = merge_dims(shape, cond._strides, a._strides, b._strides)
         cond_ptr = ffi.cast("uint8_t *", cond._ptr())
-        assert a._buf.kernels.where(a.dtype.itemsize, out._ptr(), cond_ptr, a._ptr(), b._ptr(), len(mshape),
-                         int64s(mshape), int64s(sc), int64s(sa), int64s(sb)) == 0
-        return record(out, "where", (a, b), cond=cond)
+        check(a._buf.kernels.where(a.dtype.itemsize, out._ptr(), cond_ptr, a._ptr(), b._ptr(), len(mshape),
+                                   int64s(mshape), int64s(sc), int64s(sa), int64s(sb)), "where", "where", a, b)
+        return record(out, Ops.WHERE, (a, b), cond=cond)
 
     # ---- arithmetic ----
 
-    def add(self, x, reflected: bool = False):
-        return self._binary(lib.B_OR if self._both_bool(x) else lib.B_ADD, "add", x, reflected)
+    def add(self, x: Operand, reflected: bool = False) -> Self:
+        return self._binary(Ops.OR if self._both_bool(x) else Ops.ADD, "add", x, reflected)
 
-    def sub(self, x, reflected: bool = False):
+    def sub(self, x: Operand, reflected: bool = False) -> Self:
         if self._both_bool(x):
             raise TypeError(f"sub: subtracting bool tensors is not supported (shape {self.shape}); "
                             "use ^ or logical ops")
-        return self._binary(lib.B_SUB, "sub", x, reflected)
+        return self._binary(Ops.SUB, "sub", x, reflected)
 
-    def mul(self, x, reflected: bool = False):
-        return self._binary(lib.B_AND if self._both_bool(x) else lib.B_MUL, "mul", x, reflected)
+    def mul(self, x: Operand, reflected: bool = False) -> Self:
+        return self._binary(Ops.AND if self._both_bool(x) else Ops.MUL, "mul", x, reflected)
 
-    def div(self, x, reflected: bool = False):
+    def div(self, x: Operand, reflected: bool = False) -> Self:
         """True division: ints divide as default_float."""
         a, b = self._operands("div", x, reflected)
-        return a.cast(float_of(a.dtype))._binary(lib.B_DIV, "div", b.cast(float_of(a.dtype)))
+        return a.cast(float_of(a.dtype))._binary(Ops.DIV, "div", b.cast(float_of(a.dtype)))
 
-    def pow(self, x, reflected: bool = False):
+    def pow(self, x: Operand, reflected: bool = False) -> Self:
         a, b = self._operands("pow", x, reflected)
         if a.dtype.kind == "b":
             a, b = a.cast(dtypes.default_int), b.cast(dtypes.default_int)
         if a.dtype.is_int and b.numel() and b.min().item() < 0:
             raise ValueError(f"pow: integers to negative integer powers are not allowed (shape {b.shape})")
-        return a._binary(lib.B_POW, "pow", b)
+        return a._binary(Ops.POW, "pow", b)
 
-    def _both_bool(self, x) -> bool:
+    def _both_bool(self, x: Operand) -> bool:
         other = x.dtype if hasattr(x, "dtype") else (dtypes.bool if isinstance(x, bool) else None)
         return self.dtype is dtypes.bool and other is dtypes.bool
 
-    def neg(self):
+    def neg(self) -> Self:
         if self.dtype is dtypes.bool:
             raise TypeError(f"neg: negating a bool tensor is not supported (shape {self.shape}); use ~")
-        return self._unary(lib.U_NEG, "neg")
+        return self._unary(Ops.NEG, "neg")
 
-    def __add__(self, x):
+    def __add__(self, x: Operand) -> Self:
         return self.add(x)
 
-    def __radd__(self, x):
+    def __radd__(self, x: Operand) -> Self:
         return self.add(x, True)
 
-    def __sub__(self, x):
+    def __sub__(self, x: Operand) -> Self:
         return self.sub(x)
 
-    def __rsub__(self, x):
+    def __rsub__(self, x: Operand) -> Self:
         return self.sub(x, True)
 
-    def __mul__(self, x):
+    def __mul__(self, x: Operand) -> Self:
         return self.mul(x)
 
-    def __rmul__(self, x):
+    def __rmul__(self, x: Operand) -> Self:
         return self.mul(x, True)
 
-    def __truediv__(self, x):
+    def __truediv__(self, x: Operand) -> Self:
         return self.div(x)
 
-    def __rtruediv__(self, x):
+    def __rtruediv__(self, x: Operand) -> Self:
         return self.div(x, True)
 
-    def __pow__(self, x):
+    def __pow__(self, x: Operand) -> Self:
         return self.pow(x)
 
-    def __rpow__(self, x):
+    def __rpow__(self, x: Operand) -> Self:
         return self.pow(x, True)
 
-    def __neg__(self):
+    def __neg__(self) -> Self:
         return self.neg()
 
-    def __matmul__(self, x):
+    def __matmul__(self, x: Operand) -> Self:
         return self.matmul(x)
 
-    def __rmatmul__(self, x):
+    def __rmatmul__(self, x: Operand) -> Self:
         return self.matmul(x, True)
 
     # ---- comparisons ----
 
-    def __lt__(self, x):
-        return self._binary(lib.B_LT, "lt", x)
+    def __lt__(self, x: Operand) -> Self:
+        return self._binary(Ops.CMPLT, "lt", x)
 
-    def __le__(self, x):
-        return self._binary(lib.B_LE, "le", x)
+    def __le__(self, x: Operand) -> Self:
+        return self._binary(Ops.CMPLE, "le", x)
 
-    def __gt__(self, x):
-        return self._binary(lib.B_LT, "gt", x, True)
+    def __gt__(self, x: Operand) -> Self:
+        return self._binary(Ops.CMPLT, "gt", x, True)
 
-    def __ge__(self, x):
-        return self._binary(lib.B_LE, "ge", x, True)
+    def __ge__(self, x: Operand) -> Self:
+        return self._binary(Ops.CMPLE, "ge", x, True)
 
-    def __eq__(self, x):
-        return self._binary(lib.B_EQ, "eq", x)
+    def __eq__(self, x: Operand) -> Self:
+        return self._binary(Ops.CMPEQ, "eq", x)
 
-    def __ne__(self, x):
-        return self._binary(lib.B_NE, "ne", x)
+    def __ne__(self, x: Operand) -> Self:
+        return self._binary(Ops.CMPNE, "ne", x)
 
     # ---- logical / bitwise ----
 
-    def _logical(self, op: int, name: str, x, reflected: bool = False):
+    def _logical(self, op: Ops, name: str, x: Operand, reflected: bool = False) -> Self:
         if self.dtype.is_float or getattr(x, "dtype", dtypes.bool).is_float or isinstance(x, float):
             raise TypeError(f"{name}: expected bool or int tensors, got {self.dtype.name} (shape {self.shape})")
         return self._binary(op, name, x, reflected)
 
-    def __and__(self, x):
-        return self._logical(lib.B_AND, "and", x)
+    def __and__(self, x: Operand) -> Self:
+        return self._logical(Ops.AND, "and", x)
 
-    def __rand__(self, x):
-        return self._logical(lib.B_AND, "and", x, True)
+    def __rand__(self, x: Operand) -> Self:
+        return self._logical(Ops.AND, "and", x, True)
 
-    def __or__(self, x):
-        return self._logical(lib.B_OR, "or", x)
+    def __or__(self, x: Operand) -> Self:
+        return self._logical(Ops.OR, "or", x)
 
-    def __ror__(self, x):
-        return self._logical(lib.B_OR, "or", x, True)
+    def __ror__(self, x: Operand) -> Self:
+        return self._logical(Ops.OR, "or", x, True)
 
-    def __xor__(self, x):
-        return self._logical(lib.B_XOR, "xor", x)
+    def __xor__(self, x: Operand) -> Self:
+        return self._logical(Ops.XOR, "xor", x)
 
-    def __rxor__(self, x):
-        return self._logical(lib.B_XOR, "xor", x, True)
+    def __rxor__(self, x: Operand) -> Self:
+        return self._logical(Ops.XOR, "xor", x, True)
 
-    def __invert__(self):
-        return self._unary(lib.U_NOT, "invert")
+    def __invert__(self) -> Self:
+        return self._unary(Ops.NOT, "invert")
 
-    def logical_not(self):
-        return self.cast(dtypes.bool)._unary(lib.U_NOT, "logical_not")
+    def logical_not(self) -> Self:
+        return self.cast(dtypes.bool)._unary(Ops.NOT, "logical_not")
 
     # ---- unary math ----
 
-    def reciprocal(self):
-        return self._unary(lib.U_RECIP, "reciprocal")
+    def reciprocal(self) -> Self:
+        return self._unary(Ops.RECIP, "reciprocal")
 
-    def exp(self):
-        return self._unary(lib.U_EXP, "exp")
+    def exp(self) -> Self:
+        return self._unary(Ops.EXP, "exp")
 
-    def exp2(self):
-        return self._unary(lib.U_EXP2, "exp2")
+    def exp2(self) -> Self:
+        return self._unary(Ops.EXP2, "exp2")
 
-    def log(self):
-        return self._unary(lib.U_LOG, "log")
+    def log(self) -> Self:
+        return self._unary(Ops.LOG, "log")
 
-    def log2(self):
-        return self._unary(lib.U_LOG2, "log2")
+    def log2(self) -> Self:
+        return self._unary(Ops.LOG2, "log2")
 
-    def sqrt(self):
-        return self._unary(lib.U_SQRT, "sqrt")
+    def sqrt(self) -> Self:
+        return self._unary(Ops.SQRT, "sqrt")
 
-    def rsqrt(self):
+    def rsqrt(self) -> Self:
         return self.sqrt().reciprocal()
 
-    def sin(self):
-        return self._unary(lib.U_SIN, "sin")
+    def sin(self) -> Self:
+        return self._unary(Ops.SIN, "sin")
 
-    def cos(self):
-        return self._unary(lib.U_COS, "cos")
+    def cos(self) -> Self:
+        return self._unary(Ops.COS, "cos")
 
-    def tanh(self):
-        return self._unary(lib.U_TANH, "tanh")
+    def tanh(self) -> Self:
+        return self._unary(Ops.TANH, "tanh")
 
-    def erf(self):
-        return self._unary(lib.U_ERF, "erf")
+    def erf(self) -> Self:
+        return self._unary(Ops.ERF, "erf")
 
-    def sigmoid(self):
+    def sigmoid(self) -> Self:
         return (1 + (-self.cast(float_of(self.dtype))).exp()).reciprocal()
 
-    def relu(self):
+    def relu(self) -> Self:
         return self.maximum(0)
 
-    def gelu(self, approximate: str = "none"):
+    def gelu(self, approximate: str = "none") -> Self:
         """Exact GELU, x * Phi(x), as nanoGPT and torch use; approximate="tanh" is tinygrad's."""
         x = self.cast(float_of(self.dtype))
         if approximate == "tanh":
             return 0.5 * x * (1 + (math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)).tanh())
-        return x._unary(lib.U_GELU, "gelu")  # a kernel: x * Phi(x), accurate in both tails (csrc/gelu.h)
+        return x._unary(Ops.GELU, "gelu")  # a kernel: x * Phi(x), accurate in both tails (csrc/gelu.h)
 
-    def silu(self):
+    def silu(self) -> Self:
         return self * self.sigmoid()
 
-    def leaky_relu(self, neg_slope: float = 0.01):
+    def leaky_relu(self, neg_slope: float = 0.01) -> Self:
         return (self < 0).where(self * neg_slope, self)
 
-    def abs(self):
+    def abs(self) -> Self:
         if self.dtype is dtypes.bool:
             return self
-        return self._unary(lib.U_ABS, "abs")
+        return self._unary(Ops.ABS, "abs")
 
-    def sign(self):
+    def sign(self) -> Self:
         if self.dtype is dtypes.bool:
             return self
-        return self._unary(lib.U_SIGN, "sign")
+        return self._unary(Ops.SIGN, "sign")
 
-    def square(self):
+    def square(self) -> Self:
         return self * self
 
-    def maximum(self, x):
-        return self._binary(lib.B_MAX, "maximum", x)
+    def maximum(self, x: Operand) -> Self:
+        return self._binary(Ops.MAX, "maximum", x)
 
-    def minimum(self, x):
-        return self._binary(lib.B_MIN, "minimum", x)
+    def minimum(self, x: Operand) -> Self:
+        return self._binary(Ops.MIN, "minimum", x)
 
-    def clip(self, min_=None, max_=None):
+    def clip(self, min_: Operand | None = None, max_: Operand | None = None) -> Self:
         if min_ is None and max_ is None:
             raise ValueError("clip: at least one of min_ and max_ must be given")
         x = self if min_ is None else self.maximum(min_)
         return x if max_ is None else x.minimum(max_)
 
-    def clamp(self, min_=None, max_=None):
+    def clamp(self, min_: Operand | None = None, max_: Operand | None = None) -> Self:
         return self.clip(min_, max_)

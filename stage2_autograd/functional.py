@@ -4,12 +4,14 @@ written on the primitives (the same text in every stage)."""
 from __future__ import annotations
 
 import math
+from typing import Self
 
 from .autograd import record
-from .ckernels import lib
-from .device import check_same
+from .device import check, check_same
 from .dtype import dtypes, float_of, promote
 from .gemm import batched_matmul
+from .hooks import TensorCore
+from .ops import Ops
 from .shape import broadcast_shapes
 
 
@@ -20,15 +22,13 @@ def _pair(x, name: str, what: str, minimum: int = 1) -> tuple[int, int]:
     return pair
 
 
-class FunctionalMixin:
+class FunctionalMixin(TensorCore):
     # ---- linear algebra ----
 
-    def matmul(self, x, reflected: bool = False):
+    def matmul(self, x, reflected: bool = False) -> Self:
         """numpy's matmul: 1-D operands gain a dim that is dropped again; batch dims broadcast."""
-        from .tensor import Tensor
-
         a, b = (x, self) if reflected else (self, x)
-        a, b = (t if isinstance(t, Tensor) else Tensor(t, device=self.device) for t in (a, b))
+        a, b = (t if isinstance(t, TensorCore) else self._like(t) for t in (a, b))
         check_same("matmul", a, b)
         if a.ndim == 0 or b.ndim == 0:
             raise ValueError(f"matmul: both operands need at least 1 dim, got shapes {a.shape} and {b.shape}")
@@ -53,30 +53,31 @@ class FunctionalMixin:
             return out.squeeze(-1) if b.ndim == 1 else out
         a3 = a2.cast(dtype)._broadcast_to(batch + (M, K))
         b3 = b2.cast(dtype)._broadcast_to(batch + (K, N))
-        # The CPU's float32 rungs read any view through its strides; the cuda rungs take row-major.
+        # The CPU's float32 rungs read any view through its strides; other kernels take row-major.
         if dtype is not dtypes.float32 or a3.device != "CPU":
             a3, b3 = a3.contiguous(), b3.contiguous()
         out = a3._alloc(batch + (M, N), dtype)
         if out.device == "CPU":
             batched_matmul(dtype, out, a3, b3, count, M, N, K)  # float32: the CPU GEMM ladder's current rung
-        else:  # the device's runtime picks its GEMM (cuda: the best float32 rung of its ladder)
-            assert out._buf.kernels.matmul(dtype.code, out._ptr(), a3._ptr(), b3._ptr(), count, M, N, K) == 0
-        out = record(out, "matmul", (a3, b3))
+        else:  # the device's runtime picks its GEMM
+            check(out._buf.kernels.matmul(dtype.code, out._ptr(), a3._ptr(), b3._ptr(), count, M, N, K),
+                  "matmul", "matmul", a3, b3)
+        out = record(out, Ops.MATMUL, (a3, b3))
         if a.ndim == 1:
             out = out.squeeze(-2)
         if b.ndim == 1:
             out = out.squeeze(-1)
         return out
 
-    def dot(self, x):
+    def dot(self, x) -> Self:
         return self.matmul(x)
 
-    def linear(self, weight, bias=None):
+    def linear(self, weight, bias=None) -> Self:
         """x @ weight + bias, weight shaped (in, out) as in tinygrad."""
         out = self @ weight
         return out if bias is None else out + bias
 
-    def solve(self, b):
+    def solve(self, b) -> Self:
         """x with self @ x = b for a square self (n, n); b is (n,) or (n, k). Float64 works best."""
         if self.ndim != 2 or self.shape[0] != self.shape[1]:
             raise ValueError(f"solve: expected a square matrix (n, n), got shape {self.shape}")
@@ -85,25 +86,25 @@ class FunctionalMixin:
             raise ValueError(f"solve: b must be ({n},) or ({n}, k), got shape {b.shape}")
         check_same("solve", self, b)
         if self.device != "CPU":
-            # No GPU solver of our own: a small dense solve runs on the CPU with our C kernel, and
-            # the answer is copied back. (Forward-only, as on the CPU.)
+            # No solver on other devices: a small dense solve runs on the CPU with our C kernel, and
+            # the answer is copied back.
             return self.to("CPU").solve(b.to("CPU")).to(self.device)
         dtype = float_of(promote(self.dtype, b.dtype))
         # The kernel works in place, so hand it private copies.
         a_work = self.cast(dtype).clone()
         rhs = b.reshape(n, -1).cast(dtype).clone()
-        if lib.solve(dtype.code, a_work._ptr(), rhs._ptr(), n, rhs.shape[1]) != 0:
+        if a_work._buf.kernels.solve(dtype.code, a_work._ptr(), rhs._ptr(), n, rhs.shape[1]) != 0:
             raise ValueError(f"solve: the matrix of shape {self.shape} is singular")
         return rhs.reshape(b.shape)
 
     # ---- normalisation and activation helpers ----
 
-    def layernorm(self, axis=-1, eps: float = 1e-5):
+    def layernorm(self, axis=-1, eps: float = 1e-5) -> Self:
         x = self.cast(float_of(self.dtype))
         centered = x - x.mean(axis, keepdim=True)
         return centered * (centered.square().mean(axis, keepdim=True) + eps).rsqrt()
 
-    def dropout(self, p: float = 0.5):
+    def dropout(self, p: float = 0.5) -> Self:
         if not 0 <= p <= 1:
             raise ValueError(f"dropout: p must be in [0, 1], got {p}")
         if not self.training or p == 0:
@@ -113,14 +114,14 @@ class FunctionalMixin:
         keep = self.rand(*self.shape, device=self.device) >= p
         return keep.where(self * (1 / (1 - p)), 0.0)
 
-    def one_hot(self, num_classes: int):
+    def one_hot(self, num_classes: int) -> Self:
         if not self.dtype.is_int:
             raise TypeError(f"one_hot: expected an int tensor, got {self.dtype.name}")
         return (self.unsqueeze(-1) == self.arange(num_classes, device=self.device)).cast(dtypes.default_float)
 
     # ---- convolution and pooling: windows as strided slices, then a matmul or a reduction ----
 
-    def _windows(self, name: str, kernel: tuple[int, int], stride: tuple[int, int], dilation: tuple[int, int]):
+    def _windows(self, name: str, kernel: tuple[int, int], stride: tuple[int, int], dilation: tuple[int, int]) -> Self:
         """(..., H, W) -> (..., OH, OW, kh * kw): every kernel tap is one strided slice."""
         (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
         H, W = self.shape[-2:]
@@ -131,7 +132,7 @@ class FunctionalMixin:
                 for i in range(kh) for j in range(kw)]
         return taps[0].stack(*taps[1:], dim=-1)
 
-    def conv2d(self, weight, bias=None, groups: int = 1, stride=1, dilation=1, padding=0):
+    def conv2d(self, weight, bias=None, groups: int = 1, stride=1, dilation=1, padding=0) -> Self:
         """x (N, Cin, H, W), weight (Cout, Cin/groups, kh, kw) -> (N, Cout, OH, OW), by im2col."""
         if self.ndim != 4 or weight.ndim != 4:
             raise ValueError(f"conv2d: expected x (N, C, H, W) and weight (Cout, Cin/groups, kh, kw), "
@@ -151,7 +152,7 @@ class FunctionalMixin:
         out = (w @ cols).reshape(N, cout, oh, ow)
         return out if bias is None else out + bias.reshape(1, cout, 1, 1)
 
-    def _pool_windows(self, name: str, kernel_size, stride, dilation, padding, value: float):
+    def _pool_windows(self, name: str, kernel_size, stride, dilation, padding, value: float) -> Self:
         if self.ndim < 2:
             raise ValueError(f"{name}: expected an input (..., H, W), got shape {self.shape}")
         k = _pair(kernel_size, name, "kernel_size")
@@ -161,17 +162,17 @@ class FunctionalMixin:
         x = self.pad(pads, value) if ph or pw else self
         return x._windows(name, k, s, _pair(dilation, name, "dilation"))
 
-    def max_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0):
+    def max_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0) -> Self:
         return self._pool_windows("max_pool2d", kernel_size, stride, dilation, padding, float("-inf")).max(-1)
 
-    def avg_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0):
+    def avg_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0) -> Self:
         """Padding counts towards the average (torch's count_include_pad=True)."""
         return self._pool_windows("avg_pool2d", kernel_size, stride, dilation, padding, 0.0).mean(-1)
 
     # ---- attention ----
 
     def scaled_dot_product_attention(self, key, value, attn_mask=None, dropout_p: float = 0.0,
-                                     is_causal: bool = False):
+                                     is_causal: bool = False) -> Self:
         """softmax(q @ k^T / sqrt(d) + mask) @ v; self is the query (..., T, d)."""
         scores = self @ key.transpose(-2, -1) * (1 / math.sqrt(self.shape[-1]))  # (..., T, S)
         if is_causal:
@@ -184,12 +185,12 @@ class FunctionalMixin:
                 scores = scores + attn_mask
         return scores.softmax(-1).dropout(dropout_p) @ value
 
-    def tril(self, diagonal: int = 0):
+    def tril(self, diagonal: int = 0) -> Self:
         rows, cols = self.shape[-2:]
         keep = self.arange(rows, device=self.device).unsqueeze(-1) + diagonal >= self.arange(cols, device=self.device)
         return keep.where(self, self.zeros_like())
 
-    def triu(self, diagonal: int = 0):
+    def triu(self, diagonal: int = 0) -> Self:
         rows, cols = self.shape[-2:]
         keep = self.arange(rows, device=self.device).unsqueeze(-1) + diagonal <= self.arange(cols, device=self.device)
         return keep.where(self, self.zeros_like())
@@ -197,7 +198,7 @@ class FunctionalMixin:
     # ---- losses ----
 
     def sparse_categorical_crossentropy(self, Y, ignore_index: int = -1, label_smoothing: float = 0.0,
-                                        reduction: str = "mean", name: str = "sparse_categorical_crossentropy"):
+                                        reduction: str = "mean", name: str = "sparse_categorical_crossentropy") -> Self:
         """self: logits (..., C); Y: class indices (...). Entries equal to ignore_index count for nothing."""
         C = self.shape[-1]
         if Y.shape != self.shape[:-1]:
@@ -216,7 +217,7 @@ class FunctionalMixin:
         nll = mask.where(nll, 0.0)
         return _reduce_loss(nll, reduction, mask.sum(), "sparse_categorical_crossentropy")
 
-    def cross_entropy(self, Y, reduction: str = "mean", label_smoothing: float = 0.0):
+    def cross_entropy(self, Y, reduction: str = "mean", label_smoothing: float = 0.0) -> Self:
         """self: logits (N, C, ...) or (C,); Y: indices (N, ...) or probabilities like self (torch)."""
         axis = 1 if self.ndim >= 2 else 0
         logits = self.transpose(axis, -1) if axis == 1 and self.ndim > 2 else self
@@ -229,13 +230,13 @@ class FunctionalMixin:
         return logits.sparse_categorical_crossentropy(Y, ignore_index=-100, label_smoothing=label_smoothing,
                                                       reduction=reduction, name="cross_entropy")
 
-    def binary_crossentropy(self, Y, reduction: str = "mean"):
+    def binary_crossentropy(self, Y, reduction: str = "mean") -> Self:
         """self: probabilities in [0, 1]; log is clamped at -100 like torch."""
         logp = self.log().maximum(-100)
         log1mp = (1 - self).log().maximum(-100)
         return _reduce_loss(-(Y * logp + (1 - Y) * log1mp), reduction, None, "binary_crossentropy")
 
-    def binary_crossentropy_logits(self, Y, reduction: str = "mean"):
+    def binary_crossentropy_logits(self, Y, reduction: str = "mean") -> Self:
         """self: logits; computed as max(x, 0) - x*y + log(1 + exp(-|x|)), stable for large |x|."""
         x = self.cast(float_of(self.dtype))
         loss = x.maximum(0) - x * Y + (1 + (-x.abs()).exp()).log()

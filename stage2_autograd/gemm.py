@@ -7,8 +7,9 @@ adding a rung means adding one file. ``Tensor.matmul`` on float32 uses the curre
 
     the one named by ``use(...)``, else ``$SITP_GEMM``, else the top of the ladder (the fastest);
 
-with ``use(threads=...)``, else ``$SITP_THREADS``, else every core, as the thread count. ``use``
-sets both for the process and, as a context manager, restores them on exit::
+with the one thread setting of threads.py (``Tensor.set_num_threads``, else ``$OMP_NUM_THREADS``,
+else every core) as the thread count; ``use(threads=...)`` changes that setting. ``use`` sets both
+for the process and, as a context manager, restores them on exit::
 
     gemm = stage.gemm                  # stage: this package (stage1_ndarray, or a later stage)
     with gemm.use("03_blocked", threads=1):
@@ -27,7 +28,10 @@ from functools import cache
 from pathlib import Path
 
 from .ckernels import CSRC, ffi, gemm_variants, int64s, lib
+from .device import check
 from .dtype import dtypes
+from .hooks import TensorCore
+from .threads import available, check_threads, get_num_threads, set_num_threads
 
 HEADER_FIELDS = ("idea", "fixes", "measured")
 
@@ -85,31 +89,12 @@ def get_variant(name: str) -> Variant:
     return table[short]
 
 
-def _check_threads(n, source: str) -> int:
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"gemm: {source} must be a positive int, got {n!r}")
-    return n
-
-
-def _env_threads() -> int | None:
-    raw = os.environ.get("SITP_THREADS")
-    if raw is None or raw == "":
-        return None
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"gemm: SITP_THREADS must be a positive int, got {raw!r}") from None
-    return _check_threads(value, "SITP_THREADS")
-
-
 def available_threads() -> int:
     """The cores this process may run on (1 when built without OpenMP: the threaded rungs run serially)."""
-    if not lib.gemm_has_openmp():
-        return 1
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return available()
 
 
-_chosen: dict = {"variant": None, "threads": None}  # set by use(); None falls back to the environment
+_chosen: dict = {"variant": None}  # set by use(); None falls back to the environment
 
 
 def current() -> Variant:
@@ -118,8 +103,8 @@ def current() -> Variant:
 
 
 def thread_count() -> int:
-    """The thread count the threaded rungs get now: use(threads=...), else $SITP_THREADS, else every core."""
-    return _chosen["threads"] or _env_threads() or available_threads()
+    """The thread count the threaded rungs get now: the one setting of threads.py."""
+    return get_num_threads()
 
 
 class use:
@@ -129,18 +114,19 @@ class use:
         if variant is not None:
             get_variant(variant)
         if threads is not None:
-            _check_threads(threads, "threads")
-        self._saved = dict(_chosen)
+            check_threads(threads, "threads")
+        self._saved, self._saved_threads = dict(_chosen), get_num_threads()
         if variant is not None:
             _chosen["variant"] = variant
         if threads is not None:
-            _chosen["threads"] = threads
+            set_num_threads(threads)
 
     def __enter__(self) -> use:
         return self
 
     def __exit__(self, *exc) -> None:
         _chosen.update(self._saved)
+        set_num_threads(self._saved_threads)
 
 
 def _call(v: Variant, c, ldc: int, a, rsa: int, csa: int, b, rsb: int, csb: int,
@@ -154,12 +140,10 @@ def _call(v: Variant, c, ldc: int, a, rsa: int, csa: int, b, rsb: int, csb: int,
 
 
 def _check_operands(op: str, a, b, c) -> tuple[int, int, int]:
-    from .tensor import Tensor
-
     for label, x in (("A", a), ("B", b), ("C", c)):
         if x is None:
             continue
-        if not isinstance(x, Tensor):
+        if not isinstance(x, TensorCore):
             raise TypeError(f"{op}: {label} must be a Tensor, got {type(x).__name__}")
         if x.ndim != 2:
             raise ValueError(f"{op}: {label} must be 2-D, got shape {x.shape}")
@@ -189,7 +173,7 @@ def gemm(a, b, c=None, alpha: float = 1.0, beta: float = 0.0, variant: str | Non
     op = "gemm"
     M, N, K = _check_operands(op, a, b, c)
     v = get_variant(variant) if variant is not None else current()
-    nthreads = _check_threads(threads, "threads") if threads is not None else thread_count()
+    nthreads = check_threads(threads, "threads") if threads is not None else thread_count()
     out = c if c is not None and c._strides[1] == 1 else a._alloc((M, N), dtypes.float32)
     if c is not None and out is not c:
         out._copy_into(c)  # a strided C: work on a row-major copy, then write it back
@@ -213,7 +197,7 @@ def batched_matmul(dtype, out, a3, b3, count: int, M: int, N: int, K: int) -> No
     rung, which reads a3 and b3 through their strides (a transposed or sliced operand is not
     copied); the other dtypes run csrc/gemm.c on contiguous operands."""
     if dtype is not dtypes.float32:
-        assert lib.matmul(dtype.code, out._ptr(), a3._ptr(), b3._ptr(), count, M, N, K) == 0
+        check(lib.matmul(dtype.code, out._ptr(), a3._ptr(), b3._ptr(), count, M, N, K), "matmul", "matmul", a3, b3)
         return
     v, threads = current(), thread_count()
     small = M * N * K < SERIAL_BELOW

@@ -4,13 +4,16 @@
 from __future__ import annotations
 
 import math
+from typing import Self
 
 import numpy as np
 
 from .autograd import record
 from .ckernels import ffi, int64s
-from .device import check_same
+from .device import check, check_same
 from .dtype import dtypes
+from .hooks import TensorCore
+from .ops import Ops
 from .shape import (
     MAX_DIMS,
     broadcast_shapes,
@@ -30,15 +33,13 @@ def _argfix(*x) -> tuple:
 
 
 def _is_index_array(item) -> bool:
-    from .tensor import Tensor
-
-    return isinstance(item, (Tensor, list, np.ndarray))
+    return isinstance(item, (TensorCore, list, np.ndarray))
 
 
-class MovementMixin:
+class MovementMixin(TensorCore):
     # ---- pure views ----
 
-    def reshape(self, *shape):
+    def reshape(self, *shape) -> Self:
         new = resolve_reshape("reshape", self.shape, _argfix(*shape))
         if len(new) > MAX_DIMS:
             raise ValueError(f"reshape: at most {MAX_DIMS} dims are supported, got {len(new)}")
@@ -46,13 +47,13 @@ class MovementMixin:
         if strides is None:  # the layout cannot be re-strided: copy, as numpy does
             base = self.contiguous()
             out = self._view(base, new, reshape_strides(base.shape, base._strides, new), base._offset)
-            return record(out, "reshape", (self,))
-        return record(self._view(self, new, strides, self._offset), "reshape", (self,))
+            return record(out, Ops.RESHAPE, (self,))
+        return record(self._view(self, new, strides, self._offset), Ops.RESHAPE, (self,))
 
-    def view(self, *shape):
+    def view(self, *shape) -> Self:
         return self.reshape(*shape)
 
-    def permute(self, *order):
+    def permute(self, *order) -> Self:
         order = _argfix(*order)
         axes = tuple(normalize_axis("permute", a, self.ndim, self.shape) for a in order)
         if sorted(axes) != list(range(self.ndim)):
@@ -61,16 +62,16 @@ class MovementMixin:
             return self
         out = self._view(self, tuple(self.shape[a] for a in axes),
                          tuple(self._strides[a] for a in axes), self._offset)
-        return record(out, "permute", (self,), order=axes)
+        return record(out, Ops.PERMUTE, (self,), order=axes)
 
-    def transpose(self, dim0: int = 1, dim1: int = 0):
+    def transpose(self, dim0: int = 1, dim1: int = 0) -> Self:
         order = list(range(self.ndim))
         a = normalize_axis("transpose", dim0, self.ndim, self.shape)
         b = normalize_axis("transpose", dim1, self.ndim, self.shape)
         order[a], order[b] = order[b], order[a]
         return self.permute(order)
 
-    def expand(self, *shape):
+    def expand(self, *shape) -> Self:
         shape = _argfix(*shape)
         if len(shape) < self.ndim:
             raise ValueError(f"expand: cannot expand shape {self.shape} to fewer dims {shape}")
@@ -90,12 +91,12 @@ class MovementMixin:
             else:
                 raise ValueError(f"expand: cannot expand shape {self.shape} to {shape}: "
                                  f"dim {d} has size {have}, expected it to be 1 or {want}")
-        return record(self._view(self, tuple(new), tuple(strides), self._offset), "expand", (self,))
+        return record(self._view(self, tuple(new), tuple(strides), self._offset), Ops.EXPAND, (self,))
 
-    def _broadcast_to(self, shape):
+    def _broadcast_to(self, shape) -> Self:
         return self if self.shape == tuple(shape) else self.expand(shape)
 
-    def shrink(self, arg):
+    def shrink(self, arg) -> Self:
         if len(arg) != self.ndim:
             raise ValueError(f"shrink: need one (start, end) per dim of {self.shape}, got {arg}")
         offset = self._offset
@@ -107,18 +108,18 @@ class MovementMixin:
                                  f"in shape {self.shape}")
             offset += start * s if end > start else 0
             shape.append(end - start)
-        return record(self._view(self, tuple(shape), self._strides, offset), "shrink", (self,), arg=tuple(arg))
+        return record(self._view(self, tuple(shape), self._strides, offset), Ops.SHRINK, (self,), arg=tuple(arg))
 
-    def flip(self, axis):
+    def flip(self, axis) -> Self:
         axes = normalize_axes("flip", axis, self.ndim, self.shape)
         offset, strides = self._offset, list(self._strides)
         for a in axes:
             if self.shape[a] > 0:
                 offset += (self.shape[a] - 1) * strides[a]
             strides[a] = -strides[a]
-        return record(self._view(self, self.shape, tuple(strides), offset), "flip", (self,), axes=axes)
+        return record(self._view(self, self.shape, tuple(strides), offset), Ops.FLIP, (self,), axes=axes)
 
-    def squeeze(self, dim: int | None = None):
+    def squeeze(self, dim: int | None = None) -> Self:
         if dim is None:
             keep = [d for d in range(self.ndim) if self.shape[d] != 1]
         else:
@@ -126,36 +127,36 @@ class MovementMixin:
             keep = [k for k in range(self.ndim) if k != d or self.shape[d] != 1]
         out = self._view(self, tuple(self.shape[d] for d in keep),
                          tuple(self._strides[d] for d in keep), self._offset)
-        return record(out, "reshape", (self,))
+        return record(out, Ops.RESHAPE, (self,))
 
-    def unsqueeze(self, dim: int):
+    def unsqueeze(self, dim: int) -> Self:
         d = normalize_axis("unsqueeze", dim, self.ndim + 1, self.shape)
         out = self._view(self, self.shape[:d] + (1,) + self.shape[d:],
                          self._strides[:d] + (0,) + self._strides[d:], self._offset)
-        return record(out, "reshape", (self,))
+        return record(out, Ops.RESHAPE, (self,))
 
-    def flatten(self, start_dim: int = 0, end_dim: int = -1):
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Self:
         if self.ndim == 0:
             return self.reshape(1)
         a = normalize_axis("flatten", start_dim, self.ndim, self.shape)
         b = normalize_axis("flatten", end_dim, self.ndim, self.shape)
         return self.reshape(self.shape[:a] + (prod(self.shape[a:b + 1]),) + self.shape[b + 1:])
 
-    def unflatten(self, dim: int, sizes):
+    def unflatten(self, dim: int, sizes) -> Self:
         d = normalize_axis("unflatten", dim, self.ndim, self.shape)
         return self.reshape(self.shape[:d] + tuple(sizes) + self.shape[d + 1:])
 
     # ---- copies ----
 
-    def _copy_into(self, src) -> None:
+    def _copy_into(self, src: Self) -> None:
         """Write src (same shape) through this view's strides."""
         if src.device != self.device:
             check_same("copy", self, src)
         shape, (so, sa) = merge_dims(self.shape, self._strides, src._strides)
-        assert self._buf.kernels.copy_strided(self.dtype.itemsize, self._ptr(), int64s(so), src._ptr(), int64s(sa),
-                                len(shape), int64s(shape)) == 0
+        check(self._buf.kernels.copy_strided(self.dtype.itemsize, self._ptr(), int64s(so), src._ptr(), int64s(sa),
+                                             len(shape), int64s(shape)), "copy_strided", "copy", self, src)
 
-    def pad(self, padding, value: float = 0.0):
+    def pad(self, padding, value: float = 0.0) -> Self:
         pads = list(padding)
         if pads and all(isinstance(p, int) for p in pads):  # torch's flat form, last dim first
             if len(pads) % 2 or len(pads) // 2 > self.ndim:
@@ -174,9 +175,9 @@ class MovementMixin:
         out = self.full(tuple(n + b + a for n, (b, a) in zip(x.shape, grow, strict=True)), value, self.dtype,
                         self.device)
         out.shrink(tuple((b, b + n) for n, (b, _) in zip(x.shape, grow, strict=True)))._copy_into(x)
-        return record(out, "pad", (self,), pads=tuple(pads))
+        return record(out, Ops.PAD, (self,), pads=tuple(pads))
 
-    def cat(self, *args, dim: int = 0):
+    def cat(self, *args, dim: int = 0) -> Self:
         tensors = list(self) if isinstance(self, (list, tuple)) else [self, *args]
         first = tensors[0]
         if first.ndim == 0:
@@ -199,9 +200,9 @@ class MovementMixin:
             bounds = tuple((start, start + t.shape[d]) if k == d else None for k in range(first.ndim))
             out.shrink(bounds)._copy_into(t)
             start += t.shape[d]
-        return record(out, "cat", tuple(tensors), sizes=tuple(t.shape[d] for t in tensors), dim=d)
+        return record(out, Ops.CAT, tuple(tensors), sizes=tuple(t.shape[d] for t in tensors), dim=d)
 
-    def stack(self, *args, dim: int = 0):
+    def stack(self, *args, dim: int = 0) -> Self:
         tensors = list(self) if isinstance(self, (list, tuple)) else [self, *args]
         shapes = {t.shape for t in tensors}
         if len(shapes) > 1:
@@ -209,7 +210,7 @@ class MovementMixin:
         d = normalize_axis("stack", dim, tensors[0].ndim + 1, tensors[0].shape)
         return MovementMixin.cat(*[t.unsqueeze(d) for t in tensors], dim=d)
 
-    def split(self, sizes, dim: int = 0):
+    def split(self, sizes, dim: int = 0) -> tuple[Self, ...]:
         d = normalize_axis("split", dim, self.ndim, self.shape)
         n = self.shape[d]
         if isinstance(sizes, int):
@@ -224,13 +225,13 @@ class MovementMixin:
             start += s
         return tuple(out)
 
-    def chunk(self, chunks: int, dim: int = 0):
+    def chunk(self, chunks: int, dim: int = 0) -> tuple[Self, ...]:
         if chunks <= 0:
             raise ValueError(f"chunk: chunks must be positive, got {chunks}")
         d = normalize_axis("chunk", dim, self.ndim, self.shape)
         return self.split(max(1, math.ceil(self.shape[d] / chunks)), d)
 
-    def repeat(self, *repeats):
+    def repeat(self, *repeats) -> Self:
         repeats = _argfix(*repeats)
         if len(repeats) < self.ndim:
             raise ValueError(f"repeat: need at least {self.ndim} repeats for shape {self.shape}, got {repeats}")
@@ -241,12 +242,12 @@ class MovementMixin:
 
     # ---- indexing ----
 
-    def __getitem__(self, index):
+    def __getitem__(self, index) -> Self:
         view, advanced = self._basic_index(index if isinstance(index, tuple) else (index,))
         out = view if not advanced else view._gather(advanced)
-        return record(out, "getitem", (self,), key=index)
+        return record(out, Ops.INDEX, (self,), key=index)
 
-    def _basic_index(self, index: tuple):
+    def _basic_index(self, index: tuple) -> tuple[Self, list]:
         """Apply ints, slices, None and ... as a view; keep array-indexed dims for _gather."""
         if sum(item is Ellipsis for item in index) > 1:
             raise IndexError("getitem: an index can only have a single ellipsis ('...')")
@@ -293,16 +294,14 @@ class MovementMixin:
             dim += 1
         return self._view(self, tuple(shape), tuple(strides), offset), advanced
 
-    def _gather(self, advanced):
+    def _gather(self, advanced: list) -> Self:
         """Integer-array indexing (numpy's rules): index arrays broadcast together to shape B;
         each B position selects a block of the remaining dims, copied by the gather kernel."""
-        from .tensor import Tensor
-
         idx = []
         for _, _, item, n, _ in advanced:
             # Index arrays are data, like the lists they may be: they follow the tensor to its device.
-            t = item.to(self.device) if isinstance(item, Tensor) else Tensor(
-                item if not isinstance(item, list) or item else np.zeros(0, np.int64), device=self.device)
+            t = item.to(self.device) if isinstance(item, TensorCore) else self._like(
+                item if not isinstance(item, list) or item else np.zeros(0, np.int64))
             if not t.dtype.is_int:
                 raise TypeError(f"getitem: index arrays must be integers, got {t.dtype.name}")
             t = t.cast(dtypes.int64)
@@ -313,7 +312,7 @@ class MovementMixin:
                                  f"of size {n} in shape {self.shape}")
             idx.append(t)
         b_shape = broadcast_shapes("getitem", *(t.shape for t in idx))
-        offsets = Tensor.zeros(b_shape, dtype=dtypes.int64, device=self.device)
+        offsets = self.zeros(b_shape, dtype=dtypes.int64, device=self.device)
         for t, (_, _, _, _, s) in zip(idx, advanced, strict=True):
             offsets = offsets + t._broadcast_to(b_shape) * s
         offsets = offsets.contiguous()
@@ -322,9 +321,9 @@ class MovementMixin:
         rest_shape = tuple(self.shape[d] for d in rest)
         out = self._alloc(b_shape + rest_shape, self.dtype)
         shape, (sa,) = merge_dims(rest_shape, tuple(self._strides[d] for d in rest))
-        assert self._buf.kernels.gather(self.dtype.itemsize, out._ptr(), self._ptr(),
-                                        ffi.cast("int64_t *", offsets._ptr()), prod(b_shape),
-                                        len(shape), int64s(shape), int64s(sa)) == 0
+        check(self._buf.kernels.gather(self.dtype.itemsize, out._ptr(), self._ptr(),
+                                       ffi.cast("int64_t *", offsets._ptr()), prod(b_shape),
+                                       len(shape), int64s(shape), int64s(sa)), "gather", "getitem", self)
         positions = [k for k, _, _, _, _ in advanced]
         if positions != list(range(positions[0], positions[0] + len(positions))):
             return out  # separated index arrays: their dims go first, as in numpy

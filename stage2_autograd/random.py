@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 from .buffer import Buffer
+from .device import check
 from .dtype import DType
 
 
@@ -23,6 +24,7 @@ def uniform_buffer(n: int, dtype: DType, buffer: type = Buffer) -> Buffer:
     """n uniform numbers in [0, 1) of a float dtype, the next n of the stream, in a `buffer` (the
     device's Buffer class): every device draws the same numbers for the same seed."""
     buf = buffer(n * dtype.itemsize)
-    assert buf.kernels.rand_uniform(dtype.code, buf.ptr(0, dtype), n, RandomState.seed, RandomState.counter) == 0
+    check(buf.kernels.rand_uniform(dtype.code, buf.ptr(0, dtype), n, RandomState.seed, RandomState.counter),
+          "rand_uniform", "rand")
     RandomState.counter = (RandomState.counter + n) & 0xFFFFFFFFFFFFFFFF
     return buf

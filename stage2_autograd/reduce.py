@@ -3,9 +3,14 @@ axes runs once per run of neighbouring axes, last run first, so earlier axis num
 
 from __future__ import annotations
 
+from typing import Self
+
 from .autograd import no_grad, record
-from .ckernels import ffi, lib
+from .ckernels import ffi
+from .device import check
 from .dtype import dtypes, float_of
+from .hooks import TensorCore
+from .ops import Ops
 from .shape import normalize_axes, normalize_axis, prod, reshape_strides
 
 
@@ -30,46 +35,45 @@ def _as_ori(x, start: int, end: int):
     return x, ori, strides
 
 
-class ReduceMixin:
-    def _reduce(self, op: int, name: str, axis=None, keepdim: bool = False):
+class ReduceMixin(TensorCore):
+    def _reduce(self, op: Ops, name: str, axis=None, keepdim: bool = False) -> Self:
         axes = normalize_axes(name, axis, self.ndim, self.shape)
-        if op in (lib.R_MAX, lib.R_MIN) and any(self.shape[a] == 0 for a in axes):
+        if op in (Ops.REDUCE_MAX, Ops.REDUCE_MIN) and any(self.shape[a] == 0 for a in axes):
             raise ValueError(f"{name}: cannot reduce an empty dim (shape {self.shape}, axis {axis}); "
                              "the op has no identity")
         x = self
         for start, end in reversed(_runs(axes)):
             x, (O, R, I), (so, sr, si) = _as_ori(x, start, end)
             out = x._alloc(x.shape[:start] + x.shape[end:], x.dtype)
-            if x._buf.kernels.reduce(op, x.dtype.code, out._ptr(), x._ptr(), O, R, I, so, sr, si) != 0:
-                raise TypeError(f"{name}: not supported for {x.dtype.name} (shape {self.shape})")
+            check(x._buf.kernels.reduce(op, x.dtype.code, out._ptr(), x._ptr(), O, R, I, so, sr, si), "reduce", name, x)
             x = out
         if keepdim:
             x = x.reshape(tuple(1 if d in axes else n for d, n in enumerate(self.shape)))
-        return record(x, name, (self,), axes=axes)
+        return record(x, op, (self,), axes=axes)
 
-    def _wide(self):
+    def _wide(self) -> Self:
         """Sums and products of bool and int32 accumulate in int64, as numpy does."""
         return self.cast(dtypes.int64) if self.dtype in (dtypes.bool, dtypes.int32) else self
 
-    def sum(self, axis=None, keepdim: bool = False):
-        return self._wide()._reduce(lib.R_SUM, "sum", axis, keepdim)
+    def sum(self, axis=None, keepdim: bool = False) -> Self:
+        return self._wide()._reduce(Ops.REDUCE_ADD, "sum", axis, keepdim)
 
-    def prod(self, axis=None, keepdim: bool = False):
-        return self._wide()._reduce(lib.R_PROD, "prod", axis, keepdim)
+    def prod(self, axis=None, keepdim: bool = False) -> Self:
+        return self._wide()._reduce(Ops.REDUCE_MUL, "prod", axis, keepdim)
 
-    def max(self, axis=None, keepdim: bool = False):
-        return self._reduce(lib.R_MAX, "max", axis, keepdim)
+    def max(self, axis=None, keepdim: bool = False) -> Self:
+        return self._reduce(Ops.REDUCE_MAX, "max", axis, keepdim)
 
-    def min(self, axis=None, keepdim: bool = False):
-        return self._reduce(lib.R_MIN, "min", axis, keepdim)
+    def min(self, axis=None, keepdim: bool = False) -> Self:
+        return self._reduce(Ops.REDUCE_MIN, "min", axis, keepdim)
 
-    def mean(self, axis=None, keepdim: bool = False):
+    def mean(self, axis=None, keepdim: bool = False) -> Self:
         axes = normalize_axes("mean", axis, self.ndim, self.shape)
         count = prod(self.shape[a] for a in axes)
         total = self.cast(float_of(self.dtype)).sum(axis, keepdim)
         return total / count if count else total * float("nan")
 
-    def var(self, axis=None, keepdim: bool = False, correction: int = 1):
+    def var(self, axis=None, keepdim: bool = False, correction: int = 1) -> Self:
         axes = normalize_axes("var", axis, self.ndim, self.shape)
         x = self.cast(float_of(self.dtype))
         deviation = x - x.mean(axis, keepdim=True)
@@ -77,10 +81,10 @@ class ReduceMixin:
         total = deviation.square().sum(axis, keepdim)
         return total / n if n > 0 else total * float("nan")
 
-    def std(self, axis=None, keepdim: bool = False, correction: int = 1):
+    def std(self, axis=None, keepdim: bool = False, correction: int = 1) -> Self:
         return self.var(axis, keepdim, correction).sqrt()
 
-    def _arg_reduce(self, op: int, name: str, axis=None, keepdim: bool = False):
+    def _arg_reduce(self, op: Ops, name: str, axis=None, keepdim: bool = False) -> Self:
         if axis is None:
             out = self.flatten()._arg_reduce(op, name, 0)
             return out.reshape((1,) * self.ndim) if keepdim else out
@@ -92,16 +96,17 @@ class ReduceMixin:
         x, (O, R, I), (so, sr, si) = _as_ori(self, a, a + 1)
         out = x._alloc(x.shape[:a] + x.shape[a + 1:], dtypes.int64)
         index_ptr = ffi.cast("int64_t *", out._ptr())
-        assert x._buf.kernels.arg_reduce(op, x.dtype.code, index_ptr, x._ptr(), O, R, I, so, sr, si) == 0
+        check(x._buf.kernels.arg_reduce(op, x.dtype.code, index_ptr, x._ptr(), O, R, I, so, sr, si),
+              "arg_reduce", name, x)
         return out.unsqueeze(a) if keepdim else out
 
-    def argmax(self, axis=None, keepdim: bool = False):
-        return self._arg_reduce(lib.A_ARGMAX, "argmax", axis, keepdim)
+    def argmax(self, axis=None, keepdim: bool = False) -> Self:
+        return self._arg_reduce(Ops.ARGMAX, "argmax", axis, keepdim)
 
-    def argmin(self, axis=None, keepdim: bool = False):
-        return self._arg_reduce(lib.A_ARGMIN, "argmin", axis, keepdim)
+    def argmin(self, axis=None, keepdim: bool = False) -> Self:
+        return self._arg_reduce(Ops.ARGMIN, "argmin", axis, keepdim)
 
-    def cumsum(self, axis: int | None = 0):
+    def cumsum(self, axis: int | None = 0) -> Self:
         if axis is None:
             return self.flatten().cumsum(0)
         if self.ndim == 0:
@@ -109,8 +114,8 @@ class ReduceMixin:
         a = normalize_axis("cumsum", axis, self.ndim, self.shape)
         x, (O, R, I), (so, sr, si) = _as_ori(self._wide(), a, a + 1)
         out = x._alloc(x.shape, x.dtype)
-        assert x._buf.kernels.cumsum(x.dtype.code, out._ptr(), x._ptr(), O, R, I, so, sr, si) == 0
-        return record(out, "cumsum", (x,), axis=a)
+        check(x._buf.kernels.cumsum(x.dtype.code, out._ptr(), x._ptr(), O, R, I, so, sr, si), "cumsum", "cumsum", x)
+        return record(out, Ops.CUMSUM, (x,), axis=a)
 
     # softmax and log_softmax are promoted to primitives with their own rules (autograd.py) for
     # speed: the chain rule through max, exp, sum and div walks the data many more times than the
@@ -118,21 +123,21 @@ class ReduceMixin:
     # 3.7 -> 2.3 ms, log_softmax + NLL on (768, 65) 1.4 -> 1.0 ms. The forward is stage1's text,
     # run without recording.
 
-    def softmax(self, axis: int = -1):
+    def softmax(self, axis: int = -1) -> Self:
         x = self.cast(float_of(self.dtype))
         with no_grad():
             e = (x - x.max(axis, keepdim=True)).exp()
             out = e / e.sum(axis, keepdim=True)
-        return record(out, "softmax", (x,), axis=axis)
+        return record(out, Ops.SOFTMAX, (x,), axis=axis)
 
-    def log_softmax(self, axis: int = -1):
+    def log_softmax(self, axis: int = -1) -> Self:
         x = self.cast(float_of(self.dtype))
         with no_grad():
             shifted = x - x.max(axis, keepdim=True)
             out = shifted - shifted.exp().sum(axis, keepdim=True).log()
-        return record(out, "log_softmax", (x,), axis=axis)
+        return record(out, Ops.LOG_SOFTMAX, (x,), axis=axis)
 
-    def logsumexp(self, axis=None, keepdim: bool = False):
+    def logsumexp(self, axis=None, keepdim: bool = False) -> Self:
         x = self.cast(float_of(self.dtype))
         m = x.max(axis, keepdim=True)
         # an all -inf row has max -inf; shift by 0 there so the result is -inf, not nan
@@ -140,7 +145,7 @@ class ReduceMixin:
         out = (x - m).exp().sum(axis, keepdim=True).log() + m
         return out if keepdim else out.squeeze_axes(normalize_axes("logsumexp", axis, self.ndim, self.shape))
 
-    def squeeze_axes(self, axes: tuple[int, ...]):
+    def squeeze_axes(self, axes: tuple[int, ...]) -> Self:
         """Drop the given size-1 axes (keepdim=False for composites)."""
         return self.reshape(tuple(n for d, n in enumerate(self.shape) if d not in axes))
 

@@ -2,25 +2,28 @@
 
 This file holds the core (construction, properties, creation, conversion). The rest of the API
 lives in mixins, one file per section of the API: movement.py, elementwise.py, reduce.py and
-functional.py. Every computation ends in a kernel of the tensor's device, `x._buf.kernels` (the
-C kernels on the CPU, our CUDA kernels on the GPU: device.py); numpy only converts data in and out.
+functional.py, each a layer on the hooks of hooks.py that this class implements, and autograd.py. Every
+computation ends in a kernel of the tensor's device, `x._buf.kernels` (device.py), whose status
+`check` reads; numpy only converts data in and out.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from . import random
+from . import random, threads
 from .autograd import AutogradMixin, check_requires_grad, record
 from .ckernels import ffi, int64s
-from .device import buffer_class, canonical
+from .device import buffer_class, canonical, check
 from .dtype import DType, dtypes, to_dtype
 from .elementwise import ElementwiseMixin
 from .functional import FunctionalMixin
 from .movement import MovementMixin
+from .ops import Ops
 from .reduce import ReduceMixin
 from .shape import MAX_DIMS, Shape, contiguous_strides, is_contiguous, merge_dims, prod
 
@@ -65,15 +68,13 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Auto
     training: bool = False
 
     def __init__(self, data, dtype=None, device: str | None = None, requires_grad: bool | None = None):
-        self.device = canonical("Tensor", device if device is not None or not isinstance(data, Tensor)
-                                else data.device)  # a tensor stays where it is unless a device is named
-        self.requires_grad = requires_grad
-        self.grad: Tensor | None = None
+        device = canonical("Tensor", device if device is not None or not isinstance(data, Tensor)
+                           else data.device)  # a tensor stays where it is unless a device is named
         dtype = None if dtype is None else to_dtype(dtype, "Tensor")
         if isinstance(data, Tensor):
-            src = (data if dtype is None else data.cast(dtype)).to(self.device)
-            self._set(src._buf, src.shape, src._strides, src._offset, src.dtype)
+            src = (data if dtype is None else data.cast(dtype)).to(device)
             check_requires_grad("Tensor", src.dtype, requires_grad)
+            self._setup(src._buf, src.shape, src._strides, src._offset, src.dtype, device, requires_grad)
             return
         if isinstance(data, np.ndarray):
             if data.dtype.kind not in "biuf" or data.dtype.kind == "c":
@@ -87,22 +88,30 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Auto
         else:
             raise TypeError(f"Tensor: cannot make a tensor from {type(data).__name__}")
         shape = _check_shape("Tensor", arr.shape)
-        self._set(buffer_class("Tensor", self.device).from_numpy(arr), shape, contiguous_strides(shape), 0, dtype)
+        buf = buffer_class("Tensor", device).from_numpy(arr)
         check_requires_grad("Tensor", dtype, requires_grad)
+        self._setup(buf, shape, contiguous_strides(shape), 0, dtype, device, requires_grad)
 
-    def _set(self, buf, shape: Shape, strides: Shape, offset: int, dtype: DType) -> None:
-        self._buf, self.shape, self._strides, self._offset, self.dtype = buf, shape, strides, offset, dtype
+    def _setup(self, buf, shape: Shape, strides: Shape, offset: int, dtype: DType, device: str,
+               requires_grad: bool | None = None) -> None:
+        """Every field of a tensor, set in one place."""
+        self._buf, self.shape, self._strides, self._offset = buf, tuple(shape), tuple(strides), offset
+        self.dtype, self.device, self.requires_grad, self.grad = dtype, device, requires_grad, None
 
     # ---- internal constructors: every op builds its result through these ----
 
-    @classmethod
-    def _view(cls, base: Tensor, shape: Shape, strides: Shape, offset: int) -> Tensor:
+    @staticmethod
+    def _make(buf, shape: Shape, strides: Shape, offset: int, dtype: DType, device: str) -> Tensor:
+        """The one private constructor: a view (shape, strides, offset) of dtype over buf."""
+        out = Tensor.__new__(Tensor)
+        out._setup(buf, shape, strides, offset, dtype, device)
+        return out
+
+    def _view(self, base: Tensor, shape: Shape, strides: Shape, offset: int) -> Tensor:
         """A tensor sharing base's memory. Callers keep every element inside the buffer."""
         if len(shape) > MAX_DIMS:
             raise ValueError(f"view: at most {MAX_DIMS} dims are supported, got shape {tuple(shape)}")
-        out = cls.__new__(cls)
-        out.device, out.requires_grad, out.grad = base.device, None, None
-        out._set(base._buf, tuple(shape), tuple(strides), offset, base.dtype)
+        out = Tensor._make(base._buf, shape, strides, offset, base.dtype, base.device)
         assert out._in_bounds(), f"view {shape} {strides} +{offset} steps outside its buffer"
         return out
 
@@ -116,15 +125,21 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Auto
 
     def _alloc(self, shape: Shape, dtype: DType) -> Tensor:
         """A fresh contiguous tensor on self's device whose every element the caller will write."""
-        out = Tensor.__new__(Tensor)
-        out.device, out.requires_grad, out.grad = self.device, None, None
-        out._set(type(self._buf)(prod(shape) * dtype.itemsize), tuple(shape), contiguous_strides(shape), 0, dtype)
-        return out
+        return Tensor._whole(type(self._buf)(prod(shape) * dtype.itemsize), shape, dtype, self.device)
 
     @staticmethod
     def _empty(shape: Shape, dtype: DType, device: str) -> Tensor:
         """_alloc for the creation methods, which have a device name and no tensor yet."""
-        return _whole(buffer_class("Tensor", device)(prod(shape) * dtype.itemsize), shape, dtype, device)
+        return Tensor._whole(buffer_class("Tensor", device)(prod(shape) * dtype.itemsize), shape, dtype, device)
+
+    @staticmethod
+    def _whole(buf, shape: Shape, dtype: DType, device: str) -> Tensor:
+        """A contiguous tensor over the whole of buf."""
+        return Tensor._make(buf, shape, contiguous_strides(shape), 0, dtype, device)
+
+    def _like(self, data, dtype: DType | None = None) -> Tensor:
+        """A tensor of data (a Python scalar, a list, an array) on self's device."""
+        return Tensor(data, dtype, self.device)
 
     def _ptr(self):
         return self._buf.ptr(self._offset, self.dtype)
@@ -233,7 +248,7 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Auto
             raise TypeError(f"rand: dtype must be a float type, got {dtype.name}")
         device = canonical("rand", device)
         buf = random.uniform_buffer(prod(shape), dtype, buffer_class("rand", device))
-        return _whole(buf, shape, dtype, device)._tag(**kwargs)
+        return Tensor._whole(buf, shape, dtype, device)._tag(**kwargs)
 
     @staticmethod
     def randn(*shape, dtype=None, device=None, **kwargs) -> Tensor:
@@ -291,15 +306,15 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Auto
             return self
         out = self._alloc(self.shape, self.dtype)
         shape, (so, sa) = merge_dims(self.shape, out._strides, self._strides)
-        assert self._buf.kernels.copy_strided(self.dtype.itemsize, out._ptr(), int64s(so), self._ptr(),
-                                int64s(sa), len(shape), int64s(shape)) == 0
-        return record(out, "contiguous", (self,))
+        check(self._buf.kernels.copy_strided(self.dtype.itemsize, out._ptr(), int64s(so), self._ptr(),
+                                             int64s(sa), len(shape), int64s(shape)), "copy_strided", "contiguous", self)
+        return record(out, Ops.CONTIGUOUS, (self,))
 
     def clone(self) -> Tensor:
         """A contiguous copy that shares no memory with self."""
         out = self._alloc(self.shape, self.dtype)
         out._copy_into(self)
-        return record(out, "contiguous", (self,))
+        return record(out, Ops.CONTIGUOUS, (self,))
 
     def numpy(self) -> np.ndarray:
         x = self.contiguous()
@@ -320,10 +335,14 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Auto
             return self
         x = self.contiguous()
         host = x._buf.to_numpy(x._offset, x.numel(), x.dtype)
-        out = _whole(buffer_class("to", device).from_numpy(host), x.shape, x.dtype, device)
-        return record(out, "to", (self,))
+        out = Tensor._whole(buffer_class("to", device).from_numpy(host), x.shape, x.dtype, device)
+        return record(out, Ops.COPY, (self,))
 
-    def realize(self) -> Tensor:
+    def realize(self, *others: Tensor) -> Tensor:
+        """Compute self and others now (tinygrad's `Tensor.realize(*grads)`); here every op already ran."""
+        for t in others:
+            if not isinstance(t, Tensor):
+                raise TypeError(f"realize: expected tensors, got {type(t).__name__}")
         return self
 
     def cast(self, dtype) -> Tensor:
@@ -332,9 +351,9 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Auto
             return self
         out = self._alloc(self.shape, dtype)
         shape, (sa,) = merge_dims(self.shape, self._strides)
-        assert self._buf.kernels.cast(dtype.code, self.dtype.code, out._ptr(), self._ptr(), len(shape),
-                        int64s(shape), int64s(sa)) == 0
-        return record(out, "cast", (self,))
+        check(self._buf.kernels.cast(dtype.code, self.dtype.code, out._ptr(), self._ptr(), len(shape),
+                                     int64s(shape), int64s(sa)), "cast", "cast", self)
+        return record(out, Ops.CAST, (self,))
 
     def float(self) -> Tensor:
         return self.cast(dtypes.float32)
@@ -357,9 +376,23 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Auto
         return int(self.item())
 
 
-def _whole(buf, shape: Shape, dtype: DType, device: str) -> Tensor:
-    """A contiguous tensor over the whole of a new buffer on `device`."""
-    out = Tensor.__new__(Tensor)
-    out.device, out.requires_grad, out.grad = device, None, None
-    out._set(buf, tuple(shape), contiguous_strides(shape), 0, dtype)
-    return out
+    # ---- threads and modes ----
+
+    @staticmethod
+    def set_num_threads(n: int) -> None:
+        """Every threaded kernel (the GEMM, the OpenMP loops) uses n threads from now on (threads.py)."""
+        threads.set_num_threads(n)
+
+    @staticmethod
+    def get_num_threads() -> int:
+        return threads.get_num_threads()
+
+    @staticmethod
+    @contextlib.contextmanager
+    def train(mode: bool = True) -> Iterator[None]:
+        """`with Tensor.train():` turns on training behaviour (dropout, batch statistics)."""
+        before, Tensor.training = Tensor.training, mode
+        try:
+            yield
+        finally:
+            Tensor.training = before

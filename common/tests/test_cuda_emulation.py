@@ -127,8 +127,8 @@ UNARY_REF = {"neg": np.negative, "recip": lambda x: np.divide(1, x, dtype=x.dtyp
              "log": np.log, "exp2": np.exp2, "log2": np.log2, "sin": np.sin, "cos": np.cos, "tanh": np.tanh,
              "erf": erf, "abs": np.abs, "sign": np.sign, "not": lambda x: ~x, "gelu": gelu}
 BINARY_REF = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "pow": np.power,
-              "max": np.maximum, "min": np.minimum, "lt": np.less, "le": np.less_equal, "eq": np.equal,
-              "ne": np.not_equal, "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor,
+              "max": np.maximum, "min": np.minimum, "cmplt": np.less, "cmple": np.less_equal, "cmpeq": np.equal,
+              "cmpne": np.not_equal, "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor,
               "gelu_grad": gelu_grad}
 
 
@@ -190,10 +190,10 @@ def test_cpu_shim_reductions_match_numpy(cpu_kernels, entry):
             return
         out = np.empty((2, 3), NP_DTYPES[dout])
         call(cpu_kernels, entry, out, x, *args)
-        ref = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min, "argmax": np.argmax,
-               "argmin": np.argmin}[op]
+        ref = {"reduce_add": np.sum, "reduce_mul": np.prod, "reduce_max": np.max, "reduce_min": np.min,
+               "argmax": np.argmax, "argmin": np.argmin}[op]
         expect = ref(x, axis=1) if kind == "arg_reduce" else ref(x, axis=1, dtype=x.dtype) if op in (
-            "sum", "prod") else ref(x, axis=1)
+            "reduce_add", "reduce_mul") else ref(x, axis=1)
     assert_same(out, expect, dout)
 
 

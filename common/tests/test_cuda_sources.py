@@ -153,8 +153,8 @@ def test_catalogue_covers_every_kind_and_dtype():
     assert {entry[0] for entry in CATALOGUE} == set(gen.KIND_OPS)
     for kind in ("unary", "binary", "where", "cast", "copy", "gather", "reduce", "arg_reduce"):
         assert {e[2] for e in CATALOGUE if e[0] == kind} == set(gen.DTYPES), kind
-    assert {e[1] for e in CATALOGUE if e[0] == "binary"} >= {"add", "sub", "mul", "div", "pow", "max", "lt", "eq"}
-    assert ("binary", "lt", "float32", "bool", 4) in CATALOGUE
+    assert {e[1] for e in CATALOGUE if e[0] == "binary"} >= {"add", "sub", "mul", "div", "pow", "max", "cmplt", "cmpeq"}
+    assert ("binary", "cmplt", "float32", "bool", 4) in CATALOGUE
     assert ("cast", None, "int64", "float32", 1) in CATALOGUE
 
 
@@ -178,8 +178,8 @@ def test_elementwise_signature_follows_ndim():
 
 
 def test_comparison_writes_bool_and_ints_wrap():
-    name, text = gen.source("binary", "lt", "int64", "bool", 2)
-    assert name == "binary_lt_int64_bool_nd2" and "u8 *out" in text
+    name, text = gen.source("binary", "cmplt", "int64", "bool", 2)
+    assert name == "binary_cmplt_int64_bool_nd2" and "u8 *out" in text
     assert "(T)((U)x + (U)y)" in gen.source("binary", "add", "int32", "int32", 1)[1]
 
 
@@ -188,9 +188,9 @@ def test_comparison_writes_bool_and_ints_wrap():
     (("unary", "cube", "float32", "float32", 1), ValueError, "unknown op 'cube'"),
     (("unary", "exp", "float16", "float16", 1), TypeError, "unknown dtype 'float16'"),
     (("unary", "exp", "int32", "int32", 1), TypeError, "int32 -> int32 is not supported"),
-    (("binary", "lt", "float32", "float32", 1), TypeError, "expected output bool"),
-    (("reduce", "sum", "float32", "float32", 2), ValueError, "takes ndim = 3"),
-    (("reduce", "sum", "bool", "bool", 3), TypeError, "bool with"),
+    (("binary", "cmplt", "float32", "float32", 1), TypeError, "expected output bool"),
+    (("reduce", "reduce_add", "float32", "float32", 2), ValueError, "takes ndim = 3"),
+    (("reduce", "reduce_add", "bool", "bool", 3), TypeError, "bool with"),
     (("copy", None, "float32", "float32", 65), ValueError, "ndim 65 outside 0..64"),
 ])
 def test_generator_refuses(args, error, pattern):
@@ -282,7 +282,7 @@ def test_gpu_compare_and_unary_on_reversed_and_transposed_views():
     x = cp.arange(-6, 6, dtype=cp.int64).reshape(3, 4)[:, ::-1]  # a negative stride
     w = cp.asarray(np.random.default_rng(3).integers(-6, 6, (4, 3))).T  # a transposed view
     out = cp.empty((3, 4), cp.uint8)
-    run(("binary", "lt", "int64", "bool", 2), (out, x, w, i64(12), i64(3), i64(4), *strides(x), *strides(w)), 12)
+    run(("binary", "cmplt", "int64", "bool", 2), (out, x, w, i64(12), i64(3), i64(4), *strides(x), *strides(w)), 12)
     np.testing.assert_array_equal(out.get(), x.get() < w.get())
     y = cp.asarray(np.linspace(-3, 3, 12).reshape(3, 4)).T
     o2 = cp.empty((4, 3), cp.float64)
@@ -327,10 +327,10 @@ def test_gpu_reductions_over_the_middle_axis():
     host[1, 17, 2] = np.nan
     x = cp.asarray(host)
     out = cp.empty((3, 5), cp.float32)
-    run(("reduce", "sum", "float32", "float32", 3), (out, x, *_oir(x)), 15, gen.REDUCE_THREADS)
+    run(("reduce", "reduce_add", "float32", "float32", 3), (out, x, *_oir(x)), 15, gen.REDUCE_THREADS)
     expect = host.astype(np.float64).sum(axis=1)
     np.testing.assert_allclose(out.get(), expect, rtol=1e-5, atol=1e-4)
-    run(("reduce", "max", "float32", "float32", 3), (out, x, *_oir(x)), 15, gen.REDUCE_THREADS)
+    run(("reduce", "reduce_max", "float32", "float32", 3), (out, x, *_oir(x)), 15, gen.REDUCE_THREADS)
     np.testing.assert_array_equal(out.get(), host.max(axis=1))  # the NaN propagates, like numpy
     ties = cp.asarray(np.array([[[3], [7], [7], [1]], [[2], [np.nan], [9], [np.nan]]], np.float64))
     arg = cp.empty((2, 1), cp.int64)

@@ -31,30 +31,30 @@
 /* SUF is the libm suffix: f for float, empty for double. */
 #define UNARY_FLOAT(T, SUF)                                                       \
   switch (op) {                                                                   \
-    case OP_NEG: UNARY_LOOP(T, T, -x);                                             \
-    case OP_RECIP: UNARY_LOOP(T, T, (T)1 / x);                                     \
-    case OP_SQRT: UNARY_LOOP(T, T, sqrt##SUF(x));                                  \
-    case OP_EXP: UNARY_LIBM(T, T, exp##SUF(x));                                    \
-    case OP_LOG: UNARY_LIBM(T, T, log##SUF(x));                                    \
-    case OP_EXP2: UNARY_LIBM(T, T, exp2##SUF(x));                                  \
-    case OP_LOG2: UNARY_LIBM(T, T, log2##SUF(x));                                  \
-    case OP_SIN: UNARY_LIBM(T, T, sin##SUF(x));                                    \
-    case OP_COS: UNARY_LIBM(T, T, cos##SUF(x));                                    \
-    case OP_TANH: UNARY_LIBM(T, T, tanh##SUF(x));                                  \
-    case OP_ERF: UNARY_LIBM(T, T, erf##SUF(x));                                    \
-    case OP_ABS: UNARY_LOOP(T, T, fabs##SUF(x));                                   \
-    case OP_SIGN: UNARY_LOOP(T, T, x > 0 ? (T)1 : (x < 0 ? (T)-1 : x));            \
-    case OP_GELU: UNARY_LIBM(T, T, gelu##SUF(x));                                  \
+    case OP_NEG: UNARY_LOOP(T, T, -x);                                            \
+    case OP_RECIP: UNARY_LOOP(T, T, (T)1 / x);                                    \
+    case OP_SQRT: UNARY_LOOP(T, T, sqrt##SUF(x));                                 \
+    case OP_EXP: UNARY_LIBM(T, T, exp##SUF(x));                                   \
+    case OP_LOG: UNARY_LIBM(T, T, log##SUF(x));                                   \
+    case OP_EXP2: UNARY_LIBM(T, T, exp2##SUF(x));                                 \
+    case OP_LOG2: UNARY_LIBM(T, T, log2##SUF(x));                                 \
+    case OP_SIN: UNARY_LIBM(T, T, sin##SUF(x));                                   \
+    case OP_COS: UNARY_LIBM(T, T, cos##SUF(x));                                   \
+    case OP_TANH: UNARY_LIBM(T, T, tanh##SUF(x));                                 \
+    case OP_ERF: UNARY_LIBM(T, T, erf##SUF(x));                                   \
+    case OP_ABS: UNARY_LOOP(T, T, fabs##SUF(x));                                  \
+    case OP_SIGN: UNARY_LOOP(T, T, x > 0 ? (T)1 : (x < 0 ? (T)-1 : x));           \
+    case OP_GELU: UNARY_LIBM(T, T, gelu##SUF(x));                                 \
   }                                                                               \
   return -1;
 
 /* Signed overflow is undefined in C; numpy wraps, so negate through the unsigned type. */
 #define UNARY_INT(T, UT)                                                          \
   switch (op) {                                                                   \
-    case OP_NEG: UNARY_LOOP(T, T, (T)(0 - (UT)x));                                 \
-    case OP_ABS: UNARY_LOOP(T, T, x < 0 ? (T)(0 - (UT)x) : x);                     \
-    case OP_SIGN: UNARY_LOOP(T, T, (T)((x > 0) - (x < 0)));                        \
-    case OP_NOT: UNARY_LOOP(T, T, ~x);                                             \
+    case OP_NEG: UNARY_LOOP(T, T, (T)(0 - (UT)x));                                \
+    case OP_ABS: UNARY_LOOP(T, T, x < 0 ? (T)(0 - (UT)x) : x);                    \
+    case OP_SIGN: UNARY_LOOP(T, T, (T)((x > 0) - (x < 0)));                       \
+    case OP_NOT: UNARY_LOOP(T, T, ~x);                                            \
   }                                                                               \
   return -1;
 
@@ -104,17 +104,17 @@ int unary(int op, int dtype, void *out, const void *a,
 /* max/min propagate NaN like numpy's maximum/minimum. */
 #define BINARY_FLOAT(T, SUF)                                                      \
   switch (op) {                                                                   \
-    case OP_ADD: BINARY_LOOP(T, T, x + y);                                         \
-    case OP_SUB: BINARY_LOOP(T, T, x - y);                                         \
-    case OP_MUL: BINARY_LOOP(T, T, x * y);                                         \
-    case OP_DIV: BINARY_LOOP(T, T, x / y);                                         \
-    case OP_POW: BINARY_LIBM(T, T, pow##SUF(x, y));                                \
-    case OP_MAX: BINARY_LOOP(T, T, (x > y || x != x) ? x : y);                     \
-    case OP_MIN: BINARY_LOOP(T, T, (x < y || x != x) ? x : y);                     \
-    case OP_CMPLT: BINARY_LOOP(T, uint8_t, x < y);                                    \
-    case OP_CMPLE: BINARY_LOOP(T, uint8_t, x <= y);                                   \
-    case OP_CMPEQ: BINARY_LOOP(T, uint8_t, x == y);                                   \
-    case OP_CMPNE: BINARY_LOOP(T, uint8_t, x != y);                                   \
+    case OP_ADD: BINARY_LOOP(T, T, x + y);                                        \
+    case OP_SUB: BINARY_LOOP(T, T, x - y);                                        \
+    case OP_MUL: BINARY_LOOP(T, T, x * y);                                        \
+    case OP_DIV: BINARY_LOOP(T, T, x / y);                                        \
+    case OP_POW: BINARY_LIBM(T, T, pow##SUF(x, y));                               \
+    case OP_MAX: BINARY_LOOP(T, T, (x > y || x != x) ? x : y);                    \
+    case OP_MIN: BINARY_LOOP(T, T, (x < y || x != x) ? x : y);                    \
+    case OP_CMPLT: BINARY_LOOP(T, uint8_t, x < y);                                \
+    case OP_CMPLE: BINARY_LOOP(T, uint8_t, x <= y);                               \
+    case OP_CMPEQ: BINARY_LOOP(T, uint8_t, x == y);                               \
+    case OP_CMPNE: BINARY_LOOP(T, uint8_t, x != y);                               \
   }                                                                               \
   return -1;
 
@@ -131,31 +131,31 @@ IPOW(int64_t, uint64_t)
 /* Wrapping arithmetic through the unsigned type, as numpy does, without undefined behaviour. */
 #define BINARY_INT(T, UT)                                                         \
   switch (op) {                                                                   \
-    case OP_ADD: BINARY_LOOP(T, T, (T)((UT)x + (UT)y));                            \
-    case OP_SUB: BINARY_LOOP(T, T, (T)((UT)x - (UT)y));                            \
-    case OP_MUL: BINARY_LOOP(T, T, (T)((UT)x * (UT)y));                            \
-    case OP_POW: BINARY_LOOP(T, T, ipow_##T(x, y));                                \
-    case OP_MAX: BINARY_LOOP(T, T, x > y ? x : y);                                 \
-    case OP_MIN: BINARY_LOOP(T, T, x < y ? x : y);                                 \
-    case OP_CMPLT: BINARY_LOOP(T, uint8_t, x < y);                                    \
-    case OP_CMPLE: BINARY_LOOP(T, uint8_t, x <= y);                                   \
-    case OP_CMPEQ: BINARY_LOOP(T, uint8_t, x == y);                                   \
-    case OP_CMPNE: BINARY_LOOP(T, uint8_t, x != y);                                   \
-    case OP_AND: BINARY_LOOP(T, T, x & y);                                         \
-    case OP_OR: BINARY_LOOP(T, T, x | y);                                          \
-    case OP_XOR: BINARY_LOOP(T, T, x ^ y);                                         \
+    case OP_ADD: BINARY_LOOP(T, T, (T)((UT)x + (UT)y));                           \
+    case OP_SUB: BINARY_LOOP(T, T, (T)((UT)x - (UT)y));                           \
+    case OP_MUL: BINARY_LOOP(T, T, (T)((UT)x * (UT)y));                           \
+    case OP_POW: BINARY_LOOP(T, T, ipow_##T(x, y));                               \
+    case OP_MAX: BINARY_LOOP(T, T, x > y ? x : y);                                \
+    case OP_MIN: BINARY_LOOP(T, T, x < y ? x : y);                                \
+    case OP_CMPLT: BINARY_LOOP(T, uint8_t, x < y);                                \
+    case OP_CMPLE: BINARY_LOOP(T, uint8_t, x <= y);                               \
+    case OP_CMPEQ: BINARY_LOOP(T, uint8_t, x == y);                               \
+    case OP_CMPNE: BINARY_LOOP(T, uint8_t, x != y);                               \
+    case OP_AND: BINARY_LOOP(T, T, x & y);                                        \
+    case OP_OR: BINARY_LOOP(T, T, x | y);                                         \
+    case OP_XOR: BINARY_LOOP(T, T, x ^ y);                                        \
   }                                                                               \
   return -1;
 
 /* Bools are bytes holding 0 or 1; every op keeps them 0 or 1. */
 #define BINARY_BOOL(T)                                                            \
   switch (op) {                                                                   \
-    case OP_MAX: case OP_OR: BINARY_LOOP(T, T, x | y);                              \
-    case OP_MIN: case OP_AND: BINARY_LOOP(T, T, x & y);                             \
-    case OP_XOR: case OP_CMPNE: BINARY_LOOP(T, T, x ^ y);                              \
-    case OP_CMPEQ: BINARY_LOOP(T, T, x == y);                                         \
-    case OP_CMPLT: BINARY_LOOP(T, T, x < y);                                          \
-    case OP_CMPLE: BINARY_LOOP(T, T, x <= y);                                         \
+    case OP_MAX: case OP_OR: BINARY_LOOP(T, T, x | y);                            \
+    case OP_MIN: case OP_AND: BINARY_LOOP(T, T, x & y);                           \
+    case OP_XOR: case OP_CMPNE: BINARY_LOOP(T, T, x ^ y);                         \
+    case OP_CMPEQ: BINARY_LOOP(T, T, x == y);                                     \
+    case OP_CMPLT: BINARY_LOOP(T, T, x < y);                                      \
+    case OP_CMPLE: BINARY_LOOP(T, T, x <= y);                                     \
   }                                                                               \
   return -1;
 

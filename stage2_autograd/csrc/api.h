@@ -3,23 +3,17 @@
    elements, not bytes; every pointer already points at the tensor's first element (offset applied).
    An output is always a fresh contiguous buffer unless the kernel takes its strides.
    Python validates everything before calling: kernels never check, print or exit.
-   Kernels that dispatch on (op, dtype) return 0, or -1 for a combination Python should never send. */
+   Kernels that dispatch on (op, dtype) return 0, or -1 for a combination Python should never send;
+   Python checks every status (device.py's check). */
 
 enum dtype_code { DT_BOOL, DT_INT32, DT_INT64, DT_FLOAT32, DT_FLOAT64 };
 
-enum unary_op { U_NEG, U_RECIP, U_SQRT, U_EXP, U_LOG, U_EXP2, U_LOG2, U_SIN, U_COS, U_TANH, U_ERF,
-                U_ABS, U_SIGN, U_NOT, U_GELU };
-
-enum binary_op { B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_MAX, B_MIN, B_LT, B_LE, B_EQ, B_NE,
-                 B_AND, B_OR, B_XOR, B_GELU_GRAD };
-
-enum reduce_op { R_SUM, R_PROD, R_MAX, R_MIN };
-
-enum arg_op { A_ARGMAX, A_ARGMIN };
+/* The op codes (OP_NEG, OP_ADD, OP_REDUCE_MAX, ...) are `enum op`, which ckernels.py generates
+   from ops.py, the one op table, into ops.h and into this interface. */
 
 /* elementwise.c: out (contiguous, shape) = op(a[, b]) over an N-d strided walk.
-   Comparisons write bool (uint8); every other op writes the input dtype. U_GELU takes floats
-   only (gelu.h), as does stage2's B_GELU_GRAD: gelu_grad(x, g) = g * GELU'(x). */
+   Comparisons write bool (uint8); every other op writes the input dtype. OP_GELU takes floats
+   only (gelu.h), as does stage2's OP_GELU_GRAD: gelu_grad(x, g) = g * GELU'(x). */
 int unary(int op, int dtype, void *out, const void *a,
           int ndim, const int64_t *shape, const int64_t *sa);
 int binary(int op, int dtype, void *out, const void *a, const void *b,
@@ -70,6 +64,10 @@ int gemm_batched(gemm_rung rung, int64_t count, float *out, const float *a, cons
 /* solve.c: solves a (n, n) @ x = b (n, nrhs) in place (a is destroyed, b becomes x).
    Returns 1 when a is singular. */
 int solve(int dtype, void *a, void *b, int64_t n, int64_t nrhs);
+
+/* threads.c: the thread count of the OpenMP loops (the elementwise libm loops); the GEMM rungs take
+   theirs as an argument. Both come from the one setting in threads.py. */
+void set_num_threads(int n);
 
 /* memory.c: keep freed blocks in the process (glibc's mallopt); buffer.py calls it once. */
 void keep_freed_memory(void);

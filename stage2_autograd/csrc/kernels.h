@@ -2,6 +2,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <math.h>
+#include "ops.h"  /* generated from ops.py at build time */
 #include "api.h"
 
 typedef int64_t i64;

@@ -45,24 +45,24 @@ SUM_ROW(double)
 
 #define REDUCE_FLOAT(T, LOWEST, HIGHEST)                                          \
   switch (op) {                                                                   \
-    case R_SUM:                                                                   \
+    case OP_REDUCE_ADD:                                                                   \
       if (I == 1 && sr == 1) {                                                    \
         for (i64 q = 0; q < O; q++) ((T *)out)[q] = sum_row_##T((const T *)a + q * so, R); \
         return 0;                                                                 \
       }                                                                           \
       REDUCE_LOOP(T, 0, acc + x);                                                 \
-    case R_PROD: REDUCE_LOOP(T, 1, acc * x);                                      \
-    case R_MAX: REDUCE_LOOP(T, LOWEST, (x > acc || x != x) ? x : acc);            \
-    case R_MIN: REDUCE_LOOP(T, HIGHEST, (x < acc || x != x) ? x : acc);           \
+    case OP_REDUCE_MUL: REDUCE_LOOP(T, 1, acc * x);                                      \
+    case OP_REDUCE_MAX: REDUCE_LOOP(T, LOWEST, (x > acc || x != x) ? x : acc);            \
+    case OP_REDUCE_MIN: REDUCE_LOOP(T, HIGHEST, (x < acc || x != x) ? x : acc);           \
   }                                                                               \
   return -1;
 
 #define REDUCE_INT(T, UT, LOWEST, HIGHEST)                                        \
   switch (op) {                                                                   \
-    case R_SUM: REDUCE_LOOP(T, 0, (T)((UT)acc + (UT)x));                          \
-    case R_PROD: REDUCE_LOOP(T, 1, (T)((UT)acc * (UT)x));                         \
-    case R_MAX: REDUCE_LOOP(T, LOWEST, x > acc ? x : acc);                        \
-    case R_MIN: REDUCE_LOOP(T, HIGHEST, x < acc ? x : acc);                       \
+    case OP_REDUCE_ADD: REDUCE_LOOP(T, 0, (T)((UT)acc + (UT)x));                          \
+    case OP_REDUCE_MUL: REDUCE_LOOP(T, 1, (T)((UT)acc * (UT)x));                         \
+    case OP_REDUCE_MAX: REDUCE_LOOP(T, LOWEST, x > acc ? x : acc);                        \
+    case OP_REDUCE_MIN: REDUCE_LOOP(T, HIGHEST, x < acc ? x : acc);                       \
   }                                                                               \
   return -1;
 
@@ -74,8 +74,8 @@ int reduce(int op, int dtype, void *out, const void *a,
     case DT_INT32: REDUCE_INT(int32_t, uint32_t, INT32_MIN, INT32_MAX)
     case DT_INT64: REDUCE_INT(int64_t, uint64_t, INT64_MIN, INT64_MAX)
     case DT_BOOL:
-      if (op == R_MAX) REDUCE_LOOP(uint8_t, 0, x | acc);
-      if (op == R_MIN) REDUCE_LOOP(uint8_t, 1, x & acc);
+      if (op == OP_REDUCE_MAX) REDUCE_LOOP(uint8_t, 0, x | acc);
+      if (op == OP_REDUCE_MIN) REDUCE_LOOP(uint8_t, 1, x & acc);
       return -1;
   }
   return -1;
@@ -99,8 +99,8 @@ int reduce(int op, int dtype, void *out, const void *a,
   } while (0)
 
 #define ARG_DTYPE(T)                                                              \
-  if (op == A_ARGMAX) ARG_LOOP(T, x > best);                                      \
-  if (op == A_ARGMIN) ARG_LOOP(T, x < best);                                      \
+  if (op == OP_ARGMAX) ARG_LOOP(T, x > best);                                      \
+  if (op == OP_ARGMIN) ARG_LOOP(T, x < best);                                      \
   return -1;
 
 int arg_reduce(int op, int dtype, i64 *out, const void *a,

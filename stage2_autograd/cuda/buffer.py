@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..device import check
 from ..dtype import DType
 from .runtime import runtime
 
@@ -32,7 +33,7 @@ class CudaBuffer:
         if arr.size == 1:
             # One element is every Python scalar an op meets (x * 2). A copy from host memory waits
             # for every kernel queued before it; a fill launch queues behind them and returns.
-            assert buf.kernels.fill_value(buf.base, 1, arr.dtype.name, arr.reshape(-1)[0]) == 0
+            check(buf.kernels.fill_value(buf.base, 1, arr.dtype.name, arr.reshape(-1)[0]), "fill", "Tensor")
             return buf
         buf.kernels.backend.upload(buf.base, arr.reshape(-1).view(np.uint8))
         return buf
@@ -44,7 +45,7 @@ class CudaBuffer:
 
     def fill(self, count: int, dtype: DType, value) -> None:
         """Write `value` (already converted to dtype's Python type) into the first count elements."""
-        assert self.kernels.fill_value(self.base, count, dtype.name, value) == 0
+        check(self.kernels.fill_value(self.base, count, dtype.name, value), "fill", "fill")
 
     def read(self, offset: int, dtype: DType):
         """One element as a Python scalar."""

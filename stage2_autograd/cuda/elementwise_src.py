@@ -2,7 +2,12 @@
 
 ``source(kind, op, dtype_in, dtype_out, ndim) -> (kernel_name, cuda_source)`` writes one kernel
 specialised to one op, one dtype pair and one number of dims, the GPU twin of a C kernel of
-``csrc/``. A device module compiles it once (``cupy.RawModule``) and caches it by name.
+``csrc/``. A device module compiles it once (``cupy.RawModule``) and caches it by name. An op is
+named as in ops.py's ``Ops``, lower case (``Ops.CMPLT`` is "cmplt"): the table the C kernels'
+dispatch codes come from. This module imports only the standard library (the ptx check loads it
+alone), so it keys its tables by those names; the runtime turns a dispatch code into one with
+``Ops(code).name.lower()``, and tests check that every table names real ops and that each
+(op, dtype) pair has a kernel here exactly when the C kernels accept it.
 
 Conventions (those of csrc/api.h): outputs first, then inputs, then sizes; sizes, shapes and
 strides are in elements and passed as ``long long`` (numpy.int64); every pointer already points
@@ -17,7 +22,7 @@ grid-stride loop, so any grid is correct; reductions need blockDim.x == REDUCE_T
                                               sc0.., sa0.., sb0..)
     cast         -                           (OUT *out, const IN *a, n, n0.., sa0..)
     copy         -                           (T *out, const T *a, n, n0.., so0.., sa0..)
-    reduce       sum prod max min            (T *out, const T *a, O, R, I, so, sr, si): (O, R, I) -> (O, I)
+    reduce       reduce_add .. reduce_min    (T *out, const T *a, O, R, I, so, sr, si): (O, R, I) -> (O, I)
     arg_reduce   argmax argmin               (i64 *out, const T *a, O, R, I, so, sr, si), R >= 1
     cumsum       sum                         (T *out, const T *a, O, R, I, so, sr, si): out (O, R, I)
     gather       -                           (T *out, const T *a, const i64 *offsets, nb, m, n0.., sa0..)
@@ -103,14 +108,14 @@ INT_UNARY = {"neg": "(T)(0 - (U)x)", "abs": "x < 0 ? (T)(0 - (U)x) : x", "sign":
 UNARY = {"float32": _float_unary("f"), "float64": _float_unary(""), "int32": INT_UNARY, "int64": INT_UNARY,
          "bool": {"not": "(u8)!x"}}
 
-COMPARE = {"lt": "x < y", "le": "x <= y", "eq": "x == y", "ne": "x != y"}
+COMPARE = {"cmplt": "x < y", "cmple": "x <= y", "cmpeq": "x == y", "cmpne": "x != y"}
 FLOAT_BINARY = {"add": "x + y", "sub": "x - y", "mul": "x * y", "div": "x / y", "pow": "POW(x, y)",
                 "max": "(x > y || x != x) ? x : y", "min": "(x < y || x != x) ? x : y"}  # NaN wins, like numpy
 INT_BINARY = {"add": "(T)((U)x + (U)y)", "sub": "(T)((U)x - (U)y)", "mul": "(T)((U)x * (U)y)",
               "pow": "POW(x, y)", "max": "x > y ? x : y", "min": "x < y ? x : y",
               "and": "x & y", "or": "x | y", "xor": "x ^ y"}
-BOOL_BINARY = {"max": "x | y", "or": "x | y", "min": "x & y", "and": "x & y", "xor": "x ^ y", "ne": "x ^ y",
-               "eq": "x == y", "lt": "x < y", "le": "x <= y"}
+BOOL_BINARY = {"max": "x | y", "or": "x | y", "min": "x & y", "and": "x & y", "xor": "x ^ y",
+               "cmpne": "x ^ y", "cmpeq": "x == y", "cmplt": "x < y", "cmple": "x <= y"}
 BINARY = {"float32": FLOAT_BINARY | COMPARE | {"gelu_grad": _gelu_slope("f")},
           "float64": FLOAT_BINARY | COMPARE | {"gelu_grad": _gelu_slope("")}, "int32": INT_BINARY | COMPARE,
           "int64": INT_BINARY | COMPARE, "bool": BOOL_BINARY}
@@ -121,10 +126,11 @@ LOWEST = {"float32": "-SITP_INF_F", "float64": "-SITP_INF", "int32": "(-21474836
           "int64": "(-9223372036854775807LL - 1)", "bool": "0"}
 HIGHEST = {"float32": "SITP_INF_F", "float64": "SITP_INF", "int32": "2147483647",
            "int64": "9223372036854775807LL", "bool": "1"}
-REDUCE = {"sum": ("0", "acc + x", "(T)((U)acc + (U)x)"), "prod": ("1", "acc * x", "(T)((U)acc * (U)x)"),
-          "max": (None, "(x > acc || x != x) ? x : acc", "x > acc ? x : acc"),
-          "min": (None, "(x < acc || x != x) ? x : acc", "x < acc ? x : acc")}
-BOOL_REDUCE = {"max": ("0", "x | acc"), "min": ("1", "x & acc")}
+REDUCE = {"reduce_add": ("0", "acc + x", "(T)((U)acc + (U)x)"),
+          "reduce_mul": ("1", "acc * x", "(T)((U)acc * (U)x)"),
+          "reduce_max": (None, "(x > acc || x != x) ? x : acc", "x > acc ? x : acc"),
+          "reduce_min": (None, "(x < acc || x != x) ? x : acc", "x < acc ? x : acc")}
+BOOL_REDUCE = {"reduce_max": ("0", "x | acc"), "reduce_min": ("1", "x & acc")}
 ARG_BETTER = {"argmax": "y > x", "argmin": "y < x"}
 
 KIND_OPS = {
@@ -261,7 +267,7 @@ def _reduce_step(op: str, dtype: str) -> tuple[str, str]:
         return BOOL_REDUCE[op]
     init, float_step, int_step = REDUCE[op]
     if init is None:
-        init = LOWEST[dtype] if op == "max" else HIGHEST[dtype]
+        init = LOWEST[dtype] if op == "reduce_max" else HIGHEST[dtype]
     return init, float_step if dtype in FLOATS else int_step
 
 

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ckernels import ffi, lib
+from ..ckernels import ffi
 from ..dtype import dtypes
+from ..ops import Ops
 from . import elementwise_src as gen
 from . import gemm
 
@@ -32,17 +33,6 @@ THREADS = 256  # per block for the grid-stride kernels; any grid is correct, thi
 MAX_BLOCKS = 65535  # enough blocks to fill any GPU; the grid-stride loops cover the rest
 DTYPE_NAMES = {dt.code: dt.name for dt in dtypes.all}
 BY_ITEMSIZE = {1: "bool", 4: "int32", 8: "int64"}  # copies move bits: any dtype of the size will do
-
-
-def _op_names(prefix: str, kind: str) -> dict[int, str]:
-    """lib's enum value -> the generator's op name (U_NEG -> "neg")."""
-    return {getattr(lib, f"{prefix}{op.upper()}"): op for op in gen.KIND_OPS[kind]}
-
-
-UNARY = _op_names("U_", "unary")
-BINARY = _op_names("B_", "binary")
-REDUCE = _op_names("R_", "reduce")
-ARG = _op_names("A_", "arg_reduce")
 
 
 def _ptr(p) -> np.uint64:
@@ -94,7 +84,7 @@ class Runtime:
 
     def unary(self, op: int, dtype: int, out, a, ndim: int, shape, sa) -> int:
         name = DTYPE_NAMES[dtype]
-        fn = self._try("unary", UNARY[op], name, name, ndim)
+        fn = self._try("unary", Ops(op).name.lower(), name, name, ndim)
         if fn is None:
             return -1
         n = _count(ndim, shape)
@@ -102,7 +92,7 @@ class Runtime:
         return 0
 
     def binary(self, op: int, dtype: int, out, a, b, ndim: int, shape, sa, sb) -> int:
-        name, opname = DTYPE_NAMES[dtype], BINARY[op]
+        name, opname = DTYPE_NAMES[dtype], Ops(op).name.lower()
         out_dtype = "bool" if opname in gen.COMPARE else name
         fn = self._try("binary", opname, name, out_dtype, ndim)
         if fn is None:
@@ -130,7 +120,7 @@ class Runtime:
 
     def reduce(self, op: int, dtype: int, out, a, O: int, R: int, I: int, so: int, sr: int, si: int) -> int:
         name = DTYPE_NAMES[dtype]
-        fn = self._try("reduce", REDUCE[op], name, name, 3)
+        fn = self._try("reduce", Ops(op).name.lower(), name, name, 3)
         if fn is None:
             return -1
         args = [_ptr(out), _ptr(a), *map(np.int64, (O, R, I, so, sr, si))]
@@ -138,7 +128,7 @@ class Runtime:
         return 0
 
     def arg_reduce(self, op: int, dtype: int, out, a, O: int, R: int, I: int, so: int, sr: int, si: int) -> int:
-        fn = self._function("arg_reduce", ARG[op], DTYPE_NAMES[dtype], "int64", 3)
+        fn = self._function("arg_reduce", Ops(op).name.lower(), DTYPE_NAMES[dtype], "int64", 3)
         args = [_ptr(out), _ptr(a), *map(np.int64, (O, R, I, so, sr, si))]
         self._launch(fn, O * I * gen.REDUCE_THREADS, args, threads=gen.REDUCE_THREADS)
         return 0

@@ -5,8 +5,8 @@ torch live in conformance/test_grad.py."""
 import numpy as np
 import pytest
 
-from stage2_autograd import Tensor, dtypes
-from stage2_autograd.autograd import toposort
+from .. import Tensor, dtypes
+from ..autograd import toposort
 
 
 def leaf(values, dtype=dtypes.float64):

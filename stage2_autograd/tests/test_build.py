@@ -2,7 +2,7 @@
 
 import shutil
 
-from stage2_autograd import ckernels
+from .. import ckernels
 
 
 def test_kernels_load_from_the_cache():

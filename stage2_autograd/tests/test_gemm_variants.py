@@ -1,14 +1,14 @@
 """Every rung of the float32 GEMM ladder (csrc/gemm_NN_*.c) against float64 numpy: odd shapes
 (1, primes, non-multiples of the 6 x 16 tile, more than one cache block in each of M, N, K),
 transposed, stepped, flipped and broadcast operands, alpha and beta (beta == 0 must not read C),
-1 and 2 threads; then the registry (discovery, SITP_GEMM, SITP_THREADS, use()), the route from
+1 and 2 threads; then the registry (discovery, SITP_GEMM, use() and the thread setting), the route from
 Tensor.matmul, and the errors bad input gets. Relative error: max |ours - ref| / max |ref| < 1e-5."""
 
 import numpy as np
 import pytest
 
-from stage2_autograd import Tensor, gemm
-from stage2_autograd.ckernels import gemm_variants, lib
+from .. import Tensor, gemm
+from ..ckernels import gemm_variants, lib
 
 RUNGS = list(gemm.variants())
 THREADED = [name for name, v in gemm.variants().items() if v.threaded]
@@ -139,23 +139,14 @@ def test_env_var_picks_the_rung(monkeypatch):
 
 def test_use_sets_and_restores(monkeypatch):
     monkeypatch.delenv("SITP_GEMM", raising=False)
-    monkeypatch.delenv("SITP_THREADS", raising=False)
+    before = Tensor.get_num_threads()
     with gemm.use("04_microkernel", threads=1):
         assert gemm.current().name == "04_microkernel" and gemm.thread_count() == 1
         with gemm.use(threads=2):
             assert gemm.current().name == "04_microkernel" and gemm.thread_count() == 2
         assert gemm.thread_count() == 1
     assert gemm.current().name == gemm.best()
-    assert gemm.thread_count() == gemm.available_threads()
-
-
-def test_threads_env_var(monkeypatch):
-    monkeypatch.setenv("SITP_THREADS", "1")
-    assert gemm.thread_count() == 1
-    for bad in ("0", "two", "-3"):
-        monkeypatch.setenv("SITP_THREADS", bad)
-        with pytest.raises(ValueError, match="SITP_THREADS"):
-            gemm.thread_count()
+    assert gemm.thread_count() == before == Tensor.get_num_threads()
 
 
 def test_tensor_matmul_runs_the_chosen_rung(monkeypatch):

@@ -6,7 +6,7 @@ import resource
 
 import pytest
 
-from stage2_autograd import Tensor
+from .. import Tensor
 
 PAGES = 20 * (2 << 20) // resource.getpagesize()  # one round: twenty 2 MiB tensors
 

@@ -7,8 +7,8 @@ import struct
 import numpy as np
 import pytest
 
-from stage2_autograd import Tensor, dtypes, nn
-from stage2_autograd.nn.state import (
+from .. import Tensor, dtypes, nn
+from ..nn.state import (
     get_parameters,
     get_state_dict,
     load_state_dict,

@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from stage2_autograd import Tensor, dtypes, optim
-from stage2_autograd.nn.state import safe_load, safe_save
+from .. import Tensor, dtypes, optim
+from ..nn.state import safe_load, safe_save
 
 torch = pytest.importorskip("torch", reason="optimizers are checked against torch.optim (pip install -e '.[torch]')")
 
@@ -199,7 +199,7 @@ def test_resume_from_a_saved_state_is_exact(make, tmp_path):
 
 
 def test_a_small_mlp_learns_xor():
-    from stage2_autograd import nn
+    from .. import nn
 
     Tensor.manual_seed(1)
     l1, l2 = nn.Linear(2, 16), nn.Linear(16, 2)

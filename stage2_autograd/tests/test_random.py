@@ -1,7 +1,7 @@
 """Our generator: streams defined by the seed alone, reproducible bit for bit from a Python model
 of the C hash, uniform and normal draws with the right moments."""
 
-from stage1_ndarray import Tensor, dtypes
+from .. import Tensor, dtypes
 
 MASK = (1 << 64) - 1
 

@@ -1,0 +1,50 @@
+"""The hooks the API is layered on. tensor.py's Tensor implements them; each mixin (movement.py,
+elementwise.py, reduce.py, functional.py) builds its section of the API on them and on the
+sections below it, and never imports Tensor. A mixin makes a new tensor through `_alloc`, `_view`
+or `_like`, on the device of the tensor it was called on, and asks `isinstance(x, TensorCore)`
+whether an argument is a tensor.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Self
+
+from .dtype import DType
+from .shape import Shape
+
+
+class TensorCore:
+    """What every mixin may rely on: the view's fields and the constructors of tensor.py."""
+
+    shape: Shape
+    dtype: DType
+    device: str
+    training: bool
+    _buf: Any  # the device's Buffer
+    _strides: Shape
+    _offset: int
+
+    def _view(self, base: Self, shape: Shape, strides: Shape, offset: int) -> Self:
+        """A tensor sharing base's memory."""
+        raise NotImplementedError
+
+    def _alloc(self, shape: Shape, dtype: DType) -> Self:
+        """A fresh contiguous tensor on self's device whose every element the caller will write."""
+        raise NotImplementedError
+
+    def _like(self, data: Any, dtype: DType | None = None) -> Self:
+        """A tensor of `data` (a Python scalar, a list, a numpy array) on self's device."""
+        raise NotImplementedError
+
+    def _ptr(self) -> Any:
+        """Where the view's first element lies, as the device's kernels take it."""
+        raise NotImplementedError
+
+    def cast(self, dtype: Any) -> Self:
+        raise NotImplementedError
+
+    def contiguous(self) -> Self:
+        raise NotImplementedError
+
+    def _copy_into(self, src: Self) -> None:
+        raise NotImplementedError
