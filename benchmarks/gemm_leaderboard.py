@@ -88,6 +88,20 @@ def skinny_table(table, kinds) -> list[str]:
     return lines
 
 
+def machine_text(data: dict) -> str:
+    """The CPU's model (with its family and model numbers where recorded) and the ISA the rungs were built for."""
+    info = data.get("machine_info", {})
+    cpu = info.get("cpu", {})
+    model = info.get("cpu_model", "?")
+    if "family" in cpu and "model" in cpu:
+        model += f" (family {cpu['family']}, model {cpu['model']})"
+    isa = data["benchmarks"][0]["extra_info"].get("isa")
+    if isa is None:  # a run from before the rungs recorded their build: the CPU's own flags
+        flags = cpu.get("flags", [])
+        isa = "AVX-512" if "avx512f" in flags else "AVX2/FMA" if "avx2" in flags else "?"
+    return f"CPU: {model}, {info.get('cores', '?')} cores, rungs built for {isa}"
+
+
 def render(data: dict) -> str:
     if not data["benchmarks"]:
         raise ValueError("gemm leaderboard: the JSON holds no benchmarks")
@@ -95,8 +109,8 @@ def render(data: dict) -> str:
     info = data.get("machine_info", {})
     peaks = data["benchmarks"][0]["extra_info"].get("peak_flops", {})
     peak_text = ", ".join(f"{t} thread{'s' if t != '1' else ''} {gflops(p)}" for t, p in sorted(peaks.items()))
-    lines = [f"CPU: {info.get('cpu_model', '?')}, {info.get('cores', '?')} cores; numpy {info.get('numpy', '?')} "
-             f"(OpenBLAS); run {data.get('datetime', '?')} by `nox -s gemm`.",
+    lines = [f"{machine_text(data)}; numpy {info.get('numpy', '?')} (OpenBLAS); run {data.get('datetime', '?')} "
+             "by `nox -s gemm`.",
              f"Measured FP32 peak (benchmarks/peak.c, FMA chains, same run): {peak_text} GFLOP/s.", "",
              "Square C = A @ B in float32, GFLOP/s (2n^3 / median time):", ""]
     lines += square_table(table, kinds, peaks)

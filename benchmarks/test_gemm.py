@@ -8,7 +8,8 @@ thread and (for the threaded ones) 2 threads.
   implementations run on 1 thread only; slow ones (naive loops, the Python floor) only at small
   sizes (see FLOP_CAP), so the whole run stays near 15 minutes on 2 cores.
 - The machine's peak is measured by benchmarks/peak.c in the same run; each result's extra_info
-  holds the impl, its kind, the shape, threads, FLOPs and those peaks.
+  holds the impl, its kind, the shape, threads, FLOPs, those peaks and the ISA the rungs were built
+  for (AVX-512 or AVX2/FMA: -march=native picks it, so it names the machine too).
 
 `nox -s gemm` runs it into benchmarks/results/gemm.json and renders the leaderboard
 (benchmarks/gemm_leaderboard.py). SITP_GEMM_SIZES=64,256,1024 narrows the square sizes and
@@ -28,6 +29,7 @@ threadpoolctl = pytest.importorskip("threadpoolctl", reason="threadpoolctl is no
 from benchmarks import gemm_numba as numba_loops  # noqa: E402
 from benchmarks import peak  # noqa: E402
 from stage1_ndarray import Tensor, gemm  # noqa: E402
+from stage1_ndarray.ckernels import lib  # noqa: E402
 
 try:
     import torch
@@ -64,6 +66,13 @@ def cases() -> list[tuple[str, tuple[int, int, int], int]]:
                 if (threads == 1 or threaded) and flops <= FLOP_CAP.get(name, float("inf")):
                     out.append((name, shape, threads))
     return out
+
+
+def isa() -> str:
+    """The vector ISA the rungs were built for (-march=native): the leaderboard names it beside the CPU."""
+    if lib.gemm_has_avx512():
+        return "AVX-512"
+    return "AVX2/FMA" if lib.gemm_has_avx2_fma() else "no AVX2 (the rungs' plain C fallbacks)"
 
 
 @pytest.fixture(scope="session")
@@ -125,7 +134,8 @@ def test_gemm(benchmark, peaks, name, shape, threads):
         M, N, K = shape
         benchmark.group = f"{M}x{N}x{K} t{threads}"
         benchmark.extra_info.update(impl=name, kind=kind, threads=threads, M=M, N=N, K=K, flops=2 * M * N * K,
-                                    peak_flops={str(t): p for t, p in peaks.items()}, max_rel_err=float(err))
+                                    peak_flops={str(t): p for t, p in peaks.items()}, max_rel_err=float(err),
+                                    isa=isa())
         iterations = max(1, round(1e-3 / max(first, 1e-7)))  # a round of at least ~1 ms: the timer's noise vanishes
         rounds = max(MIN_ROUNDS, min(50, int(ROUND_BUDGET_S / (first * iterations))))
         benchmark.pedantic(run, rounds=rounds, iterations=iterations, warmup_rounds=1)

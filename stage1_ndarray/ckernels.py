@@ -2,9 +2,13 @@
 
 The build happens at first import, with no manual step, and is cached under
 ``$SITP_CACHE/kernels`` (default ``~/.cache/sitp/kernels``) by a hash of everything that shapes
-the binary: the sources, the flags, the compiler and the Python ABI. Changing a source therefore
-rebuilds. ``SITP_SANITIZE=address`` builds an AddressSanitizer copy (run Python with libasan
-preloaded); ``CC`` picks the compiler as usual.
+the binary: the sources, the flags, the compiler, the Python ABI, and the machine the flags target:
+every macro the compiler predefines under those flags (``-march=native`` turns the CPU's ISA into
+``__AVX2__``, ``__AVX512F__``, ... and its family into ``__znver3__``-style names; one ``cc -dM -E``
+run) and the CPU's model name (Linux's /proc/cpuinfo). Changing a source therefore rebuilds, and a
+cache shared between an AVX2 machine and an AVX-512 one never loads the other's build.
+``SITP_SANITIZE=address`` builds an AddressSanitizer copy (run Python with libasan preloaded);
+``CC`` picks the compiler as usual.
 """
 
 from __future__ import annotations
@@ -84,7 +88,11 @@ def _fingerprint(sources: list[Path], flags: list[str]) -> str:
         h.update(path.name.encode())
         h.update(path.read_bytes())
     version = subprocess.run([_compiler(), "--version"], capture_output=True).stdout
-    for part in (*flags, version, sys.version, cffi.__version__, MODULE):
+    # The ISA the flags select on this CPU: -march=native means another binary on another machine.
+    isa = subprocess.run([_compiler(), *flags, "-dM", "-E", "-x", "c", os.devnull], capture_output=True).stdout
+    cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    model = re.findall(r"^model name\s*:(.*)$", cpuinfo, re.M)[:1]
+    for part in (*flags, version, isa, model, sys.version, cffi.__version__, MODULE):
         h.update(str(part).encode())
     return h.hexdigest()[:16]
 

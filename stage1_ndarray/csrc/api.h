@@ -53,6 +53,7 @@ int matmul(int dtype, void *out, const void *a, const void *b,
    rung over a batch. */
 int gemm_has_openmp(void);
 int gemm_has_avx2_fma(void);
+int gemm_has_avx512(void);
 typedef int (*gemm_rung)(float *c, int64_t ldc, const float *a, int64_t rsa, int64_t csa, const float *b,
                          int64_t rsb, int64_t csb, int64_t M, int64_t N, int64_t K, float alpha, float beta,
                          int threads);

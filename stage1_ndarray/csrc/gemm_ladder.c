@@ -20,6 +20,15 @@ int gemm_has_avx2_fma(void) {
 #endif
 }
 
+/* 1 when rung 08's AVX-512 microkernel was compiled in (else gemm_08_avx512 runs rung 07's code). */
+int gemm_has_avx512(void) {
+#ifdef __AVX512F__
+  return 1;
+#else
+  return 0;
+#endif
+}
+
 /* count products out[z] (M, N) = A_z @ B_z, A_z at a + a_off[z] with strides (rsa, csa) and B_z at
    b + b_off[z] with (rsb, csb): any batch of views (attention's per-head products of transposed,
    sliced q, k and v) without copying them. outer_threads split the batch, each product running on
