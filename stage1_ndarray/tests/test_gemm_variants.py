@@ -13,9 +13,10 @@ from ..ckernels import gemm_variants, lib
 RUNGS = list(gemm.variants())
 THREADED = [name for name, v in gemm.variants().items() if v.threaded]
 # (M, N, K): single elements, primes, one tile, tile edges, and shapes that cross the rungs' block
-# sizes (K past KC = 256, M past MC = 144, N past NC = 4096) while staying cheap for the naive rung.
+# sizes (K past KC = 256 and 512, M past MC = 144, N past NC = 4096) while staying cheap for the naive rung.
 SHAPES = [(1, 1, 1), (1, 9, 1), (5, 1, 7), (6, 16, 8), (7, 17, 3), (13, 31, 29), (61, 67, 71),
-          (5, 33, 600), (301, 19, 11), (4, 4099, 3), (2, 3, 0), (0, 5, 3), (4, 0, 2)]
+          (5, 33, 600), (301, 19, 11), (4, 4099, 3), (2, 3, 0), (0, 5, 3), (4, 0, 2),
+          (29, 4099, 600), (230, 40, 1030)]  # the AVX-512 rung's 14-row tiles past its KC = 512 and NC = 4096
 
 
 def operands(M, N, K, seed=0):
