@@ -1,0 +1,309 @@
+"""The math ops the API has and the IR does not, each written on the IR's elementwise primitives.
+
+The IR computes ADD, MUL, NEG, RECIP, EXP2, LOG2, SQRT, SIN, CMPLT, CMPEQ, CMPNE, WHERE, MAX and
+CAST; the functions here build exp, log, cos, tanh, sigmoid, erf, gelu, abs, sign, pow and rsqrt
+from them, so the scheduler fuses them into their neighbours like any other elementwise op. They
+take a float32 or float64 tensor and touch it only through the hooks `FloatTensor` names (a test
+parses this file to keep it so). `a - b` is spelled `a + -b`: NEG and ADD are the primitives.
+
+Each formula is chosen so that its error does not grow with |x| and so that inf, nan and -0.0 come
+out as numpy and torch give them. Worst errors measured in units of the dtype's eps (2^-23, 2^-52),
+relative to the answer ("abs" for cos, whose answer crosses zero), against numpy/scipy in float64
+(mpmath for gelu's left tail), over the conformance catalogue's domains and each op's whole range
+(overflow, underflow, denormals, erf and gelu to where they saturate), with numpy's and stage2's
+primitives alike (tests/test_transcendental.py keeps them under about twice these):
+
+  op       formula                                                  float32     float64
+  exp      2^n * 2^(r log2 e), r = x - n ln2 (Cody-Waite)           2.0         1.0
+  log      log2(x) * ln2                                            1.8         1.0
+  cos      1 - 2 sin^2(x/2)                                         1.8 abs     1.5 abs
+  tanh     -e / (e + 2), e = expm1(-2|x|) by Kahan's trick          4.5         4.1
+  sigmoid  1 / (1 + e) or e / (1 + e), e = exp(-|x|)                2.0         2.0
+  erf      x P(x^2) for |x| < 0.5, else 1 - erfc(|x|)               2.9         2.8
+  gelu     x Phi(x), Phi(-|x|) = erfc(|x| / sqrt 2) / 2             3.8         3.4
+  pow      exp2(y log2|x|), sign and special cases as np.power      3.0         2.7
+  rsqrt    1 / sqrt(x)                                              1.0         0
+  abs, sign                                                         exact       exact
+
+The catalogue allows 1e-5 relative (84 eps) in float32 and 1e-12 (4500 eps) or, for composites,
+1e-10 in float64. The one weak spot is pow far from 1: y log2|x| is rounded, so the error grows
+like 0.85 |y log2 x| eps (measured: 100 eps, 1.2e-5, for results near 2^+-120 in float32; 470 eps
+near 2^+-1000 in float64); the catalogue's bases (0.1..4) and exponents (-2..2) stay near 3 eps.
+
+Why these formulas:
+- exp(x) = exp2(x log2 e) rounds the product, an error that grows with |x|: measured 32 eps
+  (3.8e-6) near float32's overflow and 222 eps in float64, inside the tolerances but 16 and 200
+  times this formula's. Splitting x = n ln2 + r with n an integer and ln2 in two parts
+  (the high part short enough that n * hi is exact) keeps r exact and the error at a few ulp.
+- erfc(z) = exp(-z^2) * erfcx(z), with erfcx(z) (z + 3) a Chebyshev series in s = (z - 3)/(z + 3)
+  over all z >= 0 (the map of Numerical Recipes' erfccheb; the coefficients are our own, below).
+  exp(-z^2) is exp(-zh^2) * exp(-(z - zh)(z + zh)) with zh = z on a coarse grid so that zh^2 is
+  exact: z^2 rounded once would cost about z^2 / 2 ulp (40 at float32's underflow).
+- gelu uses Phi(x) = erfc(-x / sqrt 2) / 2 and takes exp(-x^2/2) from x itself, not from the
+  rounded x / sqrt 2: torch's 0.5 x (1 + erf(x / sqrt 2)) cancels to -0 below x = -5.5 (float32)
+  or -8.4 (float64) where the true value is tiny but representable.
+- tanh = 1 - 2 / (e^2x + 1) cancels near 0; Kahan's expm1(t) = (u - 1) t / log(u), u = e^t,
+  does not, because the rounding of u cancels between (u - 1) and log(u).
+- Rounding to an integer is (t + 1.5 * 2^(p-1)) - 1.5 * 2^(p-1) in the float's own p-bit format;
+  it needs IEEE adds that are not reassociated (C without -ffast-math, CUDA by default).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from decimal import Context, Decimal
+from typing import Any, Protocol
+
+
+class FloatTensor(Protocol):
+    """The hooks these functions use, each one IR primitive (constants may be Python floats)."""
+
+    dtype: Any
+
+    def __add__(self, other: Any) -> FloatTensor: ...
+    def __radd__(self, other: Any) -> FloatTensor: ...
+    def __mul__(self, other: Any) -> FloatTensor: ...
+    def __rmul__(self, other: Any) -> FloatTensor: ...
+    def __neg__(self) -> FloatTensor: ...
+    def __lt__(self, other: Any) -> FloatTensor: ...
+    def __eq__(self, other: Any) -> FloatTensor: ...  # type: ignore[override]
+    def __ne__(self, other: Any) -> FloatTensor: ...  # type: ignore[override]
+    def reciprocal(self) -> FloatTensor: ...
+    def exp2(self) -> FloatTensor: ...
+    def log2(self) -> FloatTensor: ...
+    def sqrt(self) -> FloatTensor: ...
+    def sin(self) -> FloatTensor: ...
+    def maximum(self, other: Any) -> FloatTensor: ...
+    def where(self, a: Any, b: Any) -> FloatTensor: ...
+    def cast(self, dtype: Any) -> FloatTensor: ...
+
+
+# ---- constants, computed once in 40 digits ----
+
+_CTX = Context(prec=40)
+_LN2_EXACT = Decimal(2).ln(_CTX)
+LN2 = float(_LN2_EXACT)
+LOG2E = float(_CTX.divide(1, _LN2_EXACT))
+SQRT1_2 = float(_CTX.sqrt(Decimal("0.5")))
+TWO_OVER_SQRT_PI = 1.1283791670955125739  # 2 / sqrt(pi)
+
+
+def _ln2_split(bits: int) -> tuple[float, float]:
+    """ln2 = hi + lo with hi on `bits` significant bits: n * hi is exact while n has fewer than
+    p - bits bits, so x - n * hi is computed without rounding."""
+    hi = math.ldexp(round(math.ldexp(LN2, bits)), -bits)
+    return hi, float(_LN2_EXACT - Decimal(hi))
+
+
+# erf(x) = x * sum_n a_n x^(2n), a_n = 2/sqrt(pi) (-1)^n / (n! (2n + 1)): the Taylor series. For
+# |x| < 0.5 the first dropped term is below 1e-9 (7 terms) and 1e-19 (13 terms) of the sum.
+_ERF_TAYLOR = [TWO_OVER_SQRT_PI * (-1) ** n / (math.factorial(n) * (2 * n + 1)) for n in range(13)]
+
+# (z + 3) * erfcx(z) = sum_k c_k T_k(s), s = (z - 3) / (z + 3), z in [0, inf): Chebyshev
+# interpolation at 64 points in 50-digit mpmath (tests/test_transcendental.py recomputes them).
+# Truncated after c_11 the tail sums to 6e-9, after c_24 to 1e-17; the series is >= 0.56.
+_ERFCX_CHEBYSHEV = [
+    1.413438223980872, -1.1314768490746974, 0.35410810034248635, -0.08508704009908545,
+    0.014615273272816639, -0.0013795571636296329, -6.429066714315945e-05, 3.9043421097724045e-05,
+    -2.642785074856054e-06, -8.239440143910853e-07, 1.3247975697671355e-07, 1.919522515672645e-08,
+    -5.030507163745393e-09, -5.842006410267007e-10, 1.8742323910408168e-10, 2.4373672656733487e-11,
+    -6.990943839667697e-12, -1.2573115617676e-12, 2.458000580643909e-13, 7.005741632378779e-14,
+    -6.732775694749609e-15, -3.843430589415152e-15, 3.3163748896188907e-18, 1.9337385406947118e-16,
+    1.957552792661546e-17,
+]
+_ERFCX_SHIFT = 3.0
+
+
+@dataclass(frozen=True)
+class _Format:
+    """What depends on the float format: p significand bits and the ranges of exp and erfc."""
+
+    bits: int
+    ln2_hi: float
+    ln2_lo: float
+    exp_limit: float  # exp(+-x) is inf / 0 beyond it; clamping there keeps n small
+    erfc_limit: float  # erfc(z) underflows to 0 beyond it
+    grid: int  # z on a grid of 2^-grid: z_hi^2 is exact for z below 2^(p/2 - grid)
+    erf_terms: int
+    erfcx_terms: int
+
+    @property
+    def round_magic(self) -> float:  # t + this - this rounds t to an integer, |t| < 2^(p-2)
+        return 1.5 * 2.0 ** (self.bits - 1)
+
+    @property
+    def grid_magic(self) -> float:  # the same, onto multiples of 2^-grid
+        return 1.5 * 2.0 ** (self.bits - 1 - self.grid)
+
+
+_FORMATS = {
+    "float32": _Format(24, *_ln2_split(12), exp_limit=200.0, erfc_limit=12.0, grid=7,
+                       erf_terms=7, erfcx_terms=12),
+    "float64": _Format(53, *_ln2_split(32), exp_limit=1000.0, erfc_limit=28.0, grid=20,
+                       erf_terms=13, erfcx_terms=25),
+}
+
+
+def _format(x: FloatTensor, op: str) -> _Format:
+    name = x.dtype.name
+    if name not in _FORMATS:
+        raise TypeError(f"{op}: expected a float32 or float64 tensor, got {name}")
+    return _FORMATS[name]
+
+
+# ---- helpers on the primitives ----
+
+
+def _at_most(x: FloatTensor, limit: float) -> FloatTensor:
+    """min(x, limit) that keeps NaN whatever MAX does with it (NaN < anything is false)."""
+    return (-x < -limit).where(limit, x)
+
+
+def _clamp(x: FloatTensor, limit: float) -> FloatTensor:
+    return (x < -limit).where(-limit, _at_most(x, limit))
+
+
+def _floor(t: FloatTensor, f: _Format) -> FloatTensor:
+    """floor(t) for |t| < 2^(p-2): round to nearest, then step down where that went up."""
+    n = (t + f.round_magic) + -f.round_magic
+    return (t < n).where(n + -1.0, n)
+
+
+def _round_nonneg(a: FloatTensor, f: _Format) -> FloatTensor:
+    """Nearest integer to a >= 0 (inf and NaN pass); floats from 2^(p-1) up are integers."""
+    big = 2.0 ** (f.bits - 1)
+    return (a < big).where((a + big) + -big, a)
+
+
+def _horner(x: FloatTensor, coeffs: list[float]) -> FloatTensor:
+    """sum_n coeffs[n] x^n."""
+    acc: Any = coeffs[-1]
+    for c in reversed(coeffs[:-1]):
+        acc = acc * x + c
+    return acc
+
+
+def _chebyshev(s: FloatTensor, coeffs: list[float]) -> FloatTensor:
+    """sum_k coeffs[k] T_k(s) by Clenshaw's recurrence b_k = c_k + 2 s b_k+1 - b_k+2."""
+    s2 = s * 2.0
+    b1: Any = coeffs[-1]
+    b2: Any = 0.0
+    for c in reversed(coeffs[1:-1]):
+        b1, b2 = s2 * b1 + (c + -b2), b1
+    return s * b1 + (coeffs[0] + -b2)
+
+
+def _erfc_factors(z: FloatTensor, v: FloatTensor, scale: float, f: _Format) -> tuple[FloatTensor, FloatTensor]:
+    """erfc(z) = small * big for finite z >= 0, given v >= 0 with z^2 = scale v^2 (scale 1 or 1/2).
+
+    z^2 is never rounded: v = vh + (v - vh) with vh on a grid, so big = exp(-scale vh^2) has an
+    exact argument, and small = erfcx(z) exp(-scale (v - vh)(v + vh)) is near erfcx(z) <= 1. big is
+    the factor that underflows: multiplied last, it rounds into the denormals once."""
+    vh = (v + f.grid_magic) + -f.grid_magic
+    rest = (v + -vh) * (v + vh)
+    r = (z + _ERFCX_SHIFT).reciprocal()
+    s = (z + -_ERFCX_SHIFT) * r
+    small = _chebyshev(s, _ERFCX_CHEBYSHEV[: f.erfcx_terms]) * r * exp(rest * -scale)
+    return small, exp(vh * vh * -scale)
+
+
+def _erf_small(x: FloatTensor, f: _Format) -> FloatTensor:
+    """erf(x) for |x| < 0.5 by its Taylor series (odd, so -0.0 stays -0.0)."""
+    return x * _horner(x * x, _ERF_TAYLOR[: f.erf_terms])
+
+
+def _expm1(t: FloatTensor) -> FloatTensor:
+    """e^t - 1 for finite t >= -40 by Kahan's trick: (u - 1) * t / log(u) with u = e^t rounded."""
+    u = exp(t)
+    return (u == 1.0).where(t, (u + -1.0) * t * log(u).reciprocal())
+
+
+# ---- the ops ----
+
+
+def exp(x: FloatTensor) -> FloatTensor:
+    f = _format(x, "exp")
+    x = _clamp(x, f.exp_limit)
+    n = _floor(x * LOG2E, f)  # so 2^n stays finite wherever e^x does
+    r = (x + -(n * f.ln2_hi)) + -(n * f.ln2_lo)  # in [0, ln2), the first product exact
+    return n.exp2() * (r * LOG2E).exp2()
+
+
+def log(x: FloatTensor) -> FloatTensor:
+    _format(x, "log")
+    return x.log2() * LN2
+
+
+def cos(x: FloatTensor) -> FloatTensor:
+    _format(x, "cos")
+    s = (x * 0.5).sin()
+    return 1.0 + s * s * -2.0
+
+
+def tanh(x: FloatTensor) -> FloatTensor:
+    _format(x, "tanh")
+    e = _expm1(_at_most(abs(x), 20.0) * -2.0)  # tanh(20) rounds to 1 in float64
+    r = -e * (e + 2.0).reciprocal()
+    return (x == 0.0).where(x, (x < 0.0).where(-r, r))
+
+
+def sigmoid(x: FloatTensor) -> FloatTensor:
+    _format(x, "sigmoid")
+    e = exp(-abs(x))  # in [0, 1]: never overflows, so both tails keep their relative accuracy
+    r = (e + 1.0).reciprocal()
+    return (x < 0.0).where(e * r, r)
+
+
+def erf(x: FloatTensor) -> FloatTensor:
+    f = _format(x, "erf")
+    a = abs(x)
+    z = _at_most(a, f.erfc_limit)
+    small, big = _erfc_factors(z, z, 1.0, f)
+    tail = 1.0 + -(small * big)
+    return (a < 0.5).where(_erf_small(x, f), (x < 0.0).where(-tail, tail))
+
+
+def gelu(x: FloatTensor) -> FloatTensor:
+    """x Phi(x) with Phi(-|x|) = erfc(z) / 2, z = |x| / sqrt 2, and Phi(x) = 1 - Phi(-x)."""
+    f = _format(x, "gelu")
+    v = _at_most(abs(x), f.erfc_limit / SQRT1_2)
+    z = v * SQRT1_2
+    small, big = _erfc_factors(z, v, 0.5, f)  # exp(-z^2) taken from v, not from the rounded z
+    near = 1.0 + -_erf_small(z, f)
+    is_near = z < 0.5
+    half = x * 0.5
+    left = is_near.where(half * near, (half * small) * big)  # x Phi(x) for x <= 0; -inf * 0 is NaN as torch
+    q = is_near.where(near, small * big) * 0.5  # Phi(-|x|)
+    return (-x < 0.0).where(x * (1.0 + -q), left)
+
+
+def abs(x: FloatTensor) -> FloatTensor:
+    _format(x, "abs")
+    return (x < 0.0).where(-x, (x == 0.0).where(0.0, x))  # -0.0 becomes 0.0, as numpy
+
+
+def sign(x: FloatTensor) -> FloatTensor:
+    _format(x, "sign")
+    rest = (x == x).where(0.0, x)  # +-0 -> 0.0 (numpy's sign(-0.0)), NaN stays
+    return (-x < 0.0).where(1.0, (x < 0.0).where(-1.0, rest))
+
+
+def pow(x: FloatTensor, y: FloatTensor) -> FloatTensor:
+    """np.power for floats: |x|^y = 2^(y log2|x|), with the sign and the special cases of C99's pow."""
+    f = _format(x, "pow")
+    if y.dtype.name != x.dtype.name:
+        raise TypeError(f"pow: base and exponent must have one dtype, got {x.dtype.name} and {y.dtype.name}")
+    a, ay = abs(x), abs(y)
+    mag = (y == 0.0).where(1.0, (a == 1.0).where(1.0, (y * a.log2()).exp2()))  # x^0 = 1^y = 1, NaN too
+    negative = (x == 0.0).where(x.reciprocal(), x) < 0.0  # the sign bit, also of -0.0
+    half = ay * 0.5
+    odd = _round_nonneg(half, f) != half  # for integer y; +-inf count as even integers
+    integer = odd.where(negative.where(-mag, mag), mag)
+    fraction = (x < 0.0).where((x == -math.inf).where(mag, math.nan), mag)  # (-2)^0.5 is NaN
+    return (_round_nonneg(ay, f) == ay).where(integer, fraction)
+
+
+def rsqrt(x: FloatTensor) -> FloatTensor:
+    _format(x, "rsqrt")
+    return x.sqrt().reciprocal()  # not sqrt(1/x): 1/x overflows for denormal x
