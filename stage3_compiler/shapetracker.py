@@ -1,0 +1,350 @@
+"""Shape trackers: movement ops as views of a buffer, never copies.
+
+A `View` maps an index over its shape to a flat index `offset + sum(i_d * strides[d])`, with an
+optional mask: one valid range per dim, outside which elements read as padding (0). A
+`ShapeTracker` is a stack of views over one buffer: each view indexes the flat layout of the view
+below it, and the last one is the shape the user sees. Movement ops rewrite the last view when a
+single view can express the result (always for permute, expand, pad, shrink and flip; for
+reshape when the strides and mask allow) and otherwise push a new view.
+
+When a kernel is generated, `expr_idxs` turns one loop index per dim into the buffer index and
+the validity condition, composed through every view and simplified by `symbolic`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+from .symbolic import And, Lt, Mul, Node, Num, Sum, Var, ands, lt, sum_nodes
+
+Shape = tuple[int, ...]
+Mask = tuple[tuple[int, int], ...]
+
+
+def strides_for_shape(shape: Shape) -> tuple[int, ...]:
+    """Row-major strides in elements; 0 for size-1 dims and for every dim of an empty shape."""
+    if 0 in shape:
+        return (0,) * len(shape)
+    strides, acc = [], 1
+    for s in reversed(shape):
+        strides.append(0 if s == 1 else acc)
+        acc *= s
+    return tuple(reversed(strides))
+
+
+def index_vars(shape: Shape, prefix: str = "i") -> list[Node]:
+    """One loop variable per dim, i0 in [0, shape[0]-1], ... (Num(0) for an empty dim)."""
+    return [Var(f"{prefix}{d}", 0, s - 1) if s > 0 else Num(0) for d, s in enumerate(shape)]
+
+
+def _unflatten(idx: Node, shape: Shape) -> list[Node]:
+    """A flat index over shape as one index per dim. The outermost dim needs no % (the flat
+    index is below the size wherever it is used); size-1 dims are 0."""
+    if 0 in shape:  # no elements: nothing to index
+        return [Num(0)] * len(shape)
+    out: list[Node] = []
+    acc = 1
+    outer = next((d for d, s in enumerate(shape) if s != 1), len(shape))
+    for d in reversed(range(len(shape))):
+        if shape[d] == 1:
+            out.append(Num(0))
+            continue
+        out.append(idx // acc if d == outer else (idx // acc) % shape[d])
+        acc *= shape[d]
+    return out[::-1]
+
+
+@dataclass(frozen=True)
+class View:
+    shape: Shape
+    strides: tuple[int, ...]
+    offset: int
+    mask: Mask | None
+    contiguous: bool  # the identity layout of its shape: row-major strides, offset 0, no mask
+
+    @staticmethod
+    def create(shape: Shape, strides: tuple[int, ...] | None = None, offset: int = 0,
+               mask: Mask | None = None) -> View:
+        """The canonical view: size-1 dims get stride 0, a mask covering everything becomes None,
+        and a view with nothing valid (or nothing at all) forgets its strides and offset."""
+        shape = tuple(int(s) for s in shape)
+        if strides is None:
+            strides = strides_for_shape(shape)
+        strides = tuple(0 if s == 1 else int(st) for s, st in zip(shape, strides, strict=True))
+        if 0 in shape:
+            return View(shape, (0,) * len(shape), 0, None, True)
+        if mask is not None:
+            mask = tuple((max(0, lo), min(s, hi)) for (lo, hi), s in zip(mask, shape, strict=True))
+            if any(lo >= hi for lo, hi in mask):
+                return View(shape, (0,) * len(shape), 0, ((0, 0),) * len(shape), False)
+            if all(m == (0, s) for m, s in zip(mask, shape, strict=True)):
+                mask = None
+        contiguous = offset == 0 and mask is None and strides == strides_for_shape(shape)
+        return View(shape, strides, offset, mask, contiguous)
+
+    def expr(self, idxs: list[Node]) -> tuple[Node, Node]:
+        """The flat index and the validity condition (Num(1) when always valid) at idxs."""
+        idx = sum_nodes([*(i * st for i, st in zip(idxs, self.strides, strict=True) if st != 0), Num(self.offset)])
+        conds: list[Node] = []
+        for i, (lo, hi), s in zip(idxs, self._ranges(), self.shape, strict=True):
+            if lo > 0:
+                conds.append(lt(lo - 1, i))  # lo <= i
+            if hi < s:
+                conds.append(lt(i, hi))
+        return idx, ands(conds)
+
+    def _ranges(self) -> Mask:
+        return self.mask if self.mask is not None else tuple((0, s) for s in self.shape)
+
+    def permute(self, order: tuple[int, ...]) -> View:
+        mask = None if self.mask is None else tuple(self.mask[o] for o in order)
+        return View.create(tuple(self.shape[o] for o in order), tuple(self.strides[o] for o in order),
+                           self.offset, mask)
+
+    def expand(self, new_shape: Shape) -> View:
+        # only size-1 dims grow; their stride is already 0, and a masked size-1 dim is valid
+        mask = None if self.mask is None else tuple((0, n) if s == 1 and m == (0, 1) else m
+                                                    for m, s, n in zip(self.mask, self.shape, new_shape, strict=True))
+        return View.create(new_shape, self.strides, self.offset, mask)
+
+    def pad(self, arg: tuple[tuple[int, int], ...]) -> View:
+        offset = self.offset - sum(b * st for (b, _), st in zip(arg, self.strides, strict=True))
+        shape = tuple(s + b + a for s, (b, a) in zip(self.shape, arg, strict=True))
+        mask = tuple((lo + b, hi + b) for (lo, hi), (b, _) in zip(self._ranges(), arg, strict=True))
+        return View.create(shape, self.strides, offset, mask)
+
+    def shrink(self, arg: tuple[tuple[int, int], ...]) -> View:
+        offset = self.offset + sum(b * st for (b, _), st in zip(arg, self.strides, strict=True))
+        mask = tuple((max(lo, b) - b, min(hi, e) - b) for (lo, hi), (b, e) in zip(self._ranges(), arg, strict=True))
+        return View.create(tuple(e - b for b, e in arg), self.strides, offset, mask)
+
+    def flip(self, axes: tuple[int, ...]) -> View:
+        offset = self.offset + sum((self.shape[a] - 1) * self.strides[a] for a in axes)
+        strides = tuple(-st if d in axes else st for d, st in enumerate(self.strides))
+        mask = tuple((s - hi, s - lo) if d in axes else (lo, hi)
+                     for d, ((lo, hi), s) in enumerate(zip(self._ranges(), self.shape, strict=True)))
+        return View.create(self.shape, strides, offset, mask)
+
+    def reshape(self, new_shape: Shape) -> View | None:
+        """The same elements under new_shape as one view, or None when no single view can say it."""
+        if new_shape == self.shape:
+            return self
+        if 0 in new_shape:
+            return View.create(new_shape)
+        if self.mask is not None and self.mask[0] == (0, 0):  # nothing valid
+            return View.create(new_shape, mask=((0, 0),) * len(new_shape))
+        old = [d for d, s in enumerate(self.shape) if s != 1]
+        new = [d for d, s in enumerate(new_shape) if s != 1]
+        strides = [0] * len(new_shape)
+        mask = [(0, s) for s in new_shape]
+        ranges = self._ranges()
+        for go, gn in _groups([self.shape[d] for d in old], [new_shape[d] for d in new]):
+            go, gn = [old[g] for g in go], [new[g] for g in gn]
+            # the old dims of a group must be one run of memory: stride[d] = stride[d+1] * shape[d+1]
+            if any(self.strides[a] != self.strides[b] * self.shape[b] for a, b in itertools.pairwise(go)):
+                return None
+            acc = self.strides[go[-1]]
+            for d in reversed(gn):
+                strides[d] = acc
+                acc *= new_shape[d]
+            if self.mask is None:
+                continue
+            flat = _flat_interval([self.shape[d] for d in go], [ranges[d] for d in go])
+            split = None if flat is None else _split_interval(*flat, [new_shape[d] for d in gn])
+            if split is None:
+                return None
+            for d, m in zip(gn, split, strict=True):
+                mask[d] = m
+        return View.create(new_shape, tuple(strides), self.offset, tuple(mask))
+
+
+def _groups(old: list[int], new: list[int]) -> list[tuple[list[int], list[int]]]:
+    """Pair the smallest runs of old and new dims (all > 1) with equal products."""
+    out = []
+    i = j = 0
+    while i < len(old):
+        go, gn, po, pn = [i], [j], old[i], new[j]
+        while po != pn:
+            if po < pn:
+                i += 1
+                go.append(i)
+                po *= old[i]
+            else:
+                j += 1
+                gn.append(j)
+                pn *= new[j]
+        out.append((go, gn))
+        i, j = i + 1, j + 1
+    return out
+
+
+def _flat_interval(sizes: list[int], ranges: list[tuple[int, int]]) -> tuple[int, int] | None:
+    """The valid box of a run of dims as one interval of its row-major flat index, if it is one:
+    that needs the dims after some p whole and the dims before p single points."""
+    partial = [d for d, (r, s) in enumerate(zip(ranges, sizes, strict=True)) if r != (0, s)]
+    p = partial[-1] if partial else 0
+    if any(ranges[d][1] - ranges[d][0] != 1 for d in range(p)):
+        return None
+    inner = math.prod(sizes[p + 1:])
+    base = sum(ranges[d][0] * math.prod(sizes[d + 1:]) for d in range(p))
+    return base + ranges[p][0] * inner, base + ranges[p][1] * inner
+
+
+def _split_interval(lo: int, hi: int, sizes: list[int]) -> list[tuple[int, int]] | None:
+    """The flat interval [lo, hi) over sizes as a box (one range per dim), if it is one."""
+    for q in reversed(range(len(sizes))):
+        inner = math.prod(sizes[q + 1:])
+        if lo % inner or hi % inner:
+            return None  # larger inner blocks cannot divide it either
+        l, h = lo // inner, hi // inner
+        row, n = l // sizes[q], sizes[q]
+        if (h - 1) // n != row:
+            continue
+        outer = [(c, c + 1) for c in _coords(row, sizes[:q])]
+        return [*outer, (l % n, (h - 1) % n + 1), *((0, s) for s in sizes[q + 1:])]
+    return None
+
+
+def _coords(flat: int, sizes: list[int]) -> list[int]:
+    out = []
+    for s in reversed(sizes):
+        flat, c = divmod(flat, s)
+        out.append(c)
+    return out[::-1]
+
+
+@dataclass(frozen=True)
+class ShapeTracker:
+    views: tuple[View, ...]  # the last one is the shape the user sees
+
+    @staticmethod
+    def from_shape(shape: Shape) -> ShapeTracker:
+        return ShapeTracker((View.create(tuple(shape)),))
+
+    @property
+    def shape(self) -> Shape:
+        return self.views[-1].shape
+
+    @property
+    def size(self) -> int:
+        """How many elements the underlying buffer must hold: the largest index the bottom view
+        reaches in its valid area, plus one."""
+        v = self.views[0]
+        if 0 in v.shape or (v.mask is not None and v.mask[0] == (0, 0)):
+            return 0
+        reach = (max(st * lo, st * (hi - 1)) for st, (lo, hi) in zip(v.strides, v._ranges(), strict=True))
+        return v.offset + sum(reach) + 1
+
+    @property
+    def contiguous(self) -> bool:
+        return len(self.views) == 1 and self.views[0].contiguous
+
+    def _top(self, view: View) -> ShapeTracker:
+        return ShapeTracker(self.views[:-1] + (view,))
+
+    # ---- movement ops: each returns a new tracker ----
+
+    def reshape(self, new_shape: Shape) -> ShapeTracker:
+        new_shape = tuple(int(s) for s in new_shape)
+        if any(s < 0 for s in new_shape) or math.prod(new_shape) != math.prod(self.shape):
+            raise ValueError(f"reshape: cannot reshape {self.shape} to {new_shape}: "
+                             f"expected non-negative sizes with product {math.prod(self.shape)}")
+        view = self.views[-1].reshape(new_shape)
+        if view is not None:
+            return self._top(view)
+        return ShapeTracker(self.views + (View.create(new_shape),)).simplify()
+
+    def permute(self, order: tuple[int, ...]) -> ShapeTracker:
+        if sorted(order) != list(range(len(self.shape))):
+            raise ValueError(f"permute: order {tuple(order)} is not a permutation of the {len(self.shape)} dims "
+                             f"of {self.shape}")
+        return self._top(self.views[-1].permute(tuple(order)))
+
+    def expand(self, new_shape: Shape) -> ShapeTracker:
+        new_shape = tuple(new_shape)
+        ok = len(new_shape) == len(self.shape) and all(s in (n, 1) for s, n in zip(self.shape, new_shape, strict=True))
+        if not ok:
+            raise ValueError(f"expand: cannot expand {self.shape} to {new_shape}: "
+                             f"expected the same number of dims, only size-1 dims changing")
+        return self._top(self.views[-1].expand(new_shape))
+
+    def pad(self, arg: tuple[tuple[int, int], ...]) -> ShapeTracker:
+        arg = tuple((int(b), int(a)) for b, a in arg)
+        if len(arg) != len(self.shape) or any(b < 0 or a < 0 for b, a in arg):
+            raise ValueError(f"pad: got {arg} for shape {self.shape}: expected one non-negative "
+                             f"(before, after) pair per dim")
+        return self._top(self.views[-1].pad(arg))
+
+    def shrink(self, arg: tuple[tuple[int, int], ...]) -> ShapeTracker:
+        arg = tuple((int(b), int(e)) for b, e in arg)
+        if len(arg) != len(self.shape) or any(not 0 <= b <= e <= s for (b, e), s in zip(arg, self.shape, strict=True)):
+            raise ValueError(f"shrink: got {arg} for shape {self.shape}: expected one (start, end) pair per dim "
+                             f"with 0 <= start <= end <= size")
+        return self._top(self.views[-1].shrink(arg))
+
+    def flip(self, axes: tuple[int, ...]) -> ShapeTracker:
+        n = len(self.shape)
+        if any(not -n <= a < n for a in axes) or len({a % n for a in axes}) != len(axes):
+            raise ValueError(f"flip: axes {tuple(axes)} for shape {self.shape}: expected distinct axes in [-{n}, {n})")
+        return self._top(self.views[-1].flip(tuple(a % n for a in axes)))
+
+    # ---- index expressions ----
+
+    def expr_idxs(self, idxs: list[Node] | None = None) -> tuple[Node, Node | None]:
+        """The buffer index and the validity condition (None when always valid) at one index per
+        dim of shape (by default the variables i0, i1, ...)."""
+        idxs = index_vars(self.shape) if idxs is None else list(idxs)
+        if len(idxs) != len(self.shape):
+            raise ValueError(f"expr_idxs: got {len(idxs)} indices for shape {self.shape}")
+        idx, valid = self.views[-1].expr(idxs)
+        for view in reversed(self.views[:-1]):
+            idx, v = view.expr(_unflatten(idx, view.shape))
+            valid = ands([valid, v])
+        return idx, None if valid == Num(1) else valid
+
+    def expr_node(self, idx: Node) -> tuple[Node, Node | None]:
+        """The same as expr_idxs, from one flat (row-major) index over shape."""
+        return self.expr_idxs(_unflatten(idx, self.shape))
+
+    def simplify(self) -> ShapeTracker:
+        """Merge the top two views while one view can express them."""
+        if len(self.views) >= 2 and (merged := _merge(self.views[-2], self.views[-1])) is not None:
+            return ShapeTracker(self.views[:-2] + (merged,)).simplify()
+        return self
+
+
+def _merge(below: View, top: View) -> View | None:
+    """below and top as one view, or None. Compose them symbolically over top's valid box only
+    (outside it the index does not matter): if the index comes out linear in the loop variables
+    and the validity as one range per variable, those are the strides, offset and mask."""
+    if 0 in top.shape or (top.mask is not None and top.mask[0] == (0, 0)):
+        return top
+    ranges = top._ranges()
+    idxs = [Num(lo) if hi - lo == 1 else Var(f"m{d}", lo, hi - 1) for d, (lo, hi) in enumerate(ranges)]
+    idx, valid = ShapeTracker((below, top)).expr_idxs(idxs)
+    dims = {v: d for d, v in enumerate(idxs) if isinstance(v, Var)}
+    strides = [0] * len(top.shape)
+    offset = 0
+    for t in idx.terms if isinstance(idx, Sum) else (idx,):
+        base, k = (t.a, t.k) if isinstance(t, Mul) else (t, 1)
+        if isinstance(base, Num):
+            offset += base.value * k
+        elif base in dims:
+            strides[dims[base]] = k
+        else:
+            return None  # a // or % survived: not a strided view
+    mask = list(ranges)
+    for cond in () if valid is None else valid.terms if isinstance(valid, And) else (valid,):
+        if cond == Num(0):
+            return View.create(top.shape, mask=((0, 0),) * len(top.shape))
+        if isinstance(cond, Lt) and cond.a in dims and isinstance(cond.b, Num):  # i < n
+            d = dims[cond.a]
+            mask[d] = (mask[d][0], min(mask[d][1], cond.b.value))
+        elif isinstance(cond, Lt) and cond.b in dims and isinstance(cond.a, Num):  # n < i
+            d = dims[cond.b]
+            mask[d] = (max(mask[d][0], cond.a.value + 1), mask[d][1])
+        else:
+            return None
+    return View.create(top.shape, tuple(strides), offset, tuple(mask))

@@ -1,0 +1,185 @@
+"""Shape trackers against numpy: random chains of movement ops (reshape, permute, expand, pad,
+shrink, flip, with size-0 and size-1 dims) applied to a tracker and to np.arange(n) must agree
+at every position, through expr_idxs, expr_node, render and simplify. Also: how many views known
+cases take, the simple index strings, View canonicalisation, size, and the argument errors."""
+
+import os
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ..shapetracker import ShapeTracker, View, index_vars, strides_for_shape
+from ..symbolic import Num, Var, evaluate, render
+
+PAD = -1  # what numpy holds where the tracker must say "invalid"
+
+
+def _python(c_source: str) -> str:
+    return c_source.replace("&&", " and ").replace("/", "//")
+
+
+def check(tracker: ShapeTracker, arr: np.ndarray) -> None:
+    """Every position of tracker reads arr's value as its buffer index, or is invalid exactly
+    where arr holds PAD; the rendered C and the flat-index form say the same."""
+    assert tracker.shape == arr.shape
+    idx, valid = tracker.expr_idxs(index_vars(tracker.shape))
+    flat = Var("f", 0, max(arr.size - 1, 0))
+    fidx, fvalid = tracker.expr_node(flat)
+    sources = [_python(render(n)) for n in (idx, Num(1) if valid is None else valid)]
+    if len(tracker.views) == 1:  # one view is strides and a mask: no division may survive
+        assert "/" not in sources[0] + sources[1] and "%" not in sources[0] + sources[1], sources
+    for f, pos in enumerate(np.ndindex(*arr.shape)):
+        env = {f"i{d}": p for d, p in enumerate(pos)} | {"f": f}
+        want = int(arr[pos])
+        for i, v in ((idx, valid), (fidx, fvalid)):
+            assert (v is None or bool(evaluate(v, env))) == (want != PAD), (pos, v)
+            if want != PAD:
+                assert evaluate(i, env) == want, (pos, i)
+        assert bool(eval(sources[1], {}, env)) == (want != PAD)
+        if want != PAD:
+            assert eval(sources[0], {}, env) == want
+            assert want < tracker.size
+
+
+def _factors(n: int) -> list[int]:
+    out, p = [], 2
+    while n > 1:
+        while n % p == 0:
+            out.append(p)
+            n //= p
+        p += 1
+    return out
+
+
+def _random_op(data, tracker: ShapeTracker, arr: np.ndarray) -> tuple[ShapeTracker, np.ndarray]:
+    shape = tracker.shape
+    ndim = len(shape)
+    kind = data.draw(st.sampled_from(["reshape", "permute", "expand", "pad", "shrink", "flip"]))
+    if kind == "reshape":
+        if arr.size == 0:
+            new = data.draw(st.lists(st.integers(0, 3), min_size=1, max_size=3))
+            new[data.draw(st.integers(0, len(new) - 1))] = 0
+        else:
+            new = [1] * data.draw(st.integers(1, 4))
+            for f in data.draw(st.permutations(_factors(arr.size))):
+                new[data.draw(st.integers(0, len(new) - 1))] *= f
+        return tracker.reshape(tuple(new)), arr.reshape(new)
+    if kind == "permute":
+        order = tuple(data.draw(st.permutations(range(ndim))))
+        return tracker.permute(order), arr.transpose(order)
+    if kind == "expand":
+        new = tuple(data.draw(st.integers(0, 3)) if s == 1 else s for s in shape)
+        return tracker.expand(new), np.broadcast_to(arr, new)
+    if kind == "pad":
+        arg = tuple((data.draw(st.integers(0, 2)), data.draw(st.integers(0, 2))) for _ in shape)
+        return tracker.pad(arg), np.pad(arr, arg, constant_values=PAD) if ndim else arr
+    if kind == "shrink":
+        arg = []
+        for s in shape:
+            b = data.draw(st.integers(0, s))
+            arg.append((b, data.draw(st.integers(b, s))))
+        return tracker.shrink(tuple(arg)), arr[tuple(slice(b, e) for b, e in arg)]
+    axes = tuple(d for d in range(ndim) if data.draw(st.booleans()))
+    return tracker.flip(axes), np.flip(arr, axes) if axes else arr
+
+
+@settings(max_examples=int(os.environ.get("SHAPETRACKER_EXAMPLES", 150)), deadline=None)
+@given(st.lists(st.integers(0, 4), max_size=3), st.data())
+def test_random_movement_chains_match_numpy(shape, data):
+    tracker = ShapeTracker.from_shape(tuple(shape))
+    arr = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
+    assert tracker.size == arr.size
+    for _ in range(data.draw(st.integers(1, 6))):
+        if arr.size > 300:
+            break
+        tracker, arr = _random_op(data, tracker, arr)
+        check(tracker, arr)
+    check(tracker.simplify(), arr)
+    assert tracker.size <= max(int(np.prod(shape)), 0)
+
+
+def test_contiguous_index_is_the_plain_string():
+    tracker = ShapeTracker.from_shape((4, 8))
+    idx, valid = tracker.expr_idxs([Var("i0", 0, 3), Var("i1", 0, 7)])
+    assert idx == Var("i0", 0, 3) * 8 + Var("i1", 0, 7) and valid is None
+    assert render(idx) == "i0*8+i1"
+    assert render(tracker.permute((1, 0)).expr_idxs()[0]) == "i0+i1*8"
+    assert render(tracker.reshape((32,)).expr_idxs()[0]) == "i0"
+    assert render(tracker.flip((1,)).expr_idxs()[0]) == "i0*8-i1+7"
+
+
+def test_how_many_views():
+    base = ShapeTracker.from_shape((2, 3, 4))
+    assert len(base.reshape((6, 4)).reshape((24,)).reshape((4, 3, 2)).views) == 1  # contiguous reshapes
+    merged = base.permute((2, 0, 1)).reshape((4, 6))  # the permuted (2, 3) dims are still one run
+    assert len(merged.views) == 1 and merged.views[0].strides == (1, 4)
+    flat = ShapeTracker.from_shape((2, 3)).permute((1, 0)).reshape((6,))
+    assert len(flat.views) == 2
+    assert render(flat.expr_idxs()[0]) == "i0/2+(i0%2)*3"
+    padded = ShapeTracker.from_shape((4,)).pad(((1, 1),))
+    assert len(padded.reshape((1, 6, 1)).views) == 1  # unit dims do not cross the mask
+    assert len(padded.reshape((2, 3)).views) == 2  # rows of 3 cut through the valid range [1, 5)
+    assert len(ShapeTracker.from_shape((2, 4)).pad(((1, 1), (0, 0))).reshape((16,)).views) == 1  # whole rows
+
+
+def test_padded_index_and_validity_render_simply():
+    tracker = ShapeTracker.from_shape((4, 8)).pad(((0, 0), (1, 2)))
+    idx, valid = tracker.expr_idxs()
+    assert render(idx) == "i0*8+i1-1"
+    assert render(valid) == "(0<i1)&&(i1<9)"
+
+
+def test_view_canonicalisation():
+    v = View.create((3, 1, 4), (4, 4, 1))
+    assert v.strides == (4, 0, 1) and v.contiguous and v.mask is None
+    assert View.create((3, 4), mask=((0, 3), (0, 4))).mask is None
+    empty = View.create((3, 4), (4, 1), 7, mask=((1, 1), (0, 4)))
+    assert empty.mask == ((0, 0), (0, 0)) and empty.offset == 0 and not empty.contiguous
+    assert View.create((3, 0, 2), (5, 5, 5), 9) == View.create((3, 0, 2))
+    assert strides_for_shape((2, 1, 3)) == (3, 0, 1) and strides_for_shape(()) == ()
+
+
+def test_expanding_an_all_padding_view_stays_all_padding():
+    tracker = ShapeTracker.from_shape((2,)).pad(((1, 0),)).shrink(((0, 1),))  # only the pad is left
+    assert tracker.views[0].mask == ((0, 0),)
+    assert tracker.expand((3,)).expr_idxs()[1] == Num(0)
+    check(tracker.expand((3,)), np.full(3, PAD))
+
+
+def test_size_and_contiguous():
+    base = ShapeTracker.from_shape((4, 8))
+    assert base.size == 32 and base.contiguous
+    assert base.shrink(((0, 2), (0, 3))).size == 11  # reaches index 1*8+2
+    assert base.pad(((1, 1), (2, 2))).size == 32 and not base.pad(((1, 1), (2, 2))).contiguous
+    assert base.permute((1, 0)).permute((1, 0)).contiguous
+    assert ShapeTracker.from_shape((1, 3)).expand((5, 3)).size == 3
+    assert ShapeTracker.from_shape((2, 0)).size == 0 and ShapeTracker.from_shape(()).size == 1
+
+
+def test_simplify_merges_views_that_one_view_can_say():
+    stacked = ShapeTracker((View.create((2, 3)), View.create((6,))))
+    assert stacked.simplify().views == (View.create((6,)),)
+    offset = ShapeTracker((View.create((4, 3), offset=5), View.create((2, 6))))
+    assert offset.simplify().views == (View.create((2, 6), offset=5),)
+    permuted = ShapeTracker((View.create((3, 2), (1, 3)), View.create((6,))))
+    assert len(permuted.simplify().views) == 2
+
+
+@pytest.mark.parametrize("op, arg, match", [
+    ("reshape", (5, 7), r"reshape.*\(4, 8\).*\(5, 7\)"),
+    ("reshape", (-1, 32), "reshape"),
+    ("permute", (0, 0), "permute"),
+    ("expand", (4, 8, 2), "expand"),
+    ("expand", (5, 8), "expand"),
+    ("pad", ((0, -1), (0, 0)), "pad"),
+    ("pad", ((0, 1),), "pad"),
+    ("shrink", ((0, 5), (0, 8)), "shrink"),
+    ("shrink", ((3, 2), (0, 8)), "shrink"),
+    ("flip", (2,), "flip"),
+    ("flip", (1, -1), "flip"),
+])
+def test_bad_arguments_raise_value_error_naming_the_op(op, arg, match):
+    with pytest.raises(ValueError, match=match):
+        getattr(ShapeTracker.from_shape((4, 8)), op)(arg)
