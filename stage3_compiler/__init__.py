@@ -1,0 +1,12 @@
+"""stage3_compiler: the lazy fusion compiler. stage2's Tensor API, but lazy: ops build a graph on a
+small primitive set (ops.py), and realize() schedules it into fused kernels, generates their C,
+compiles and runs them."""
+
+from . import nn, optim
+from .device import Device
+from .dtype import DType, dtypes
+from .ops import Ops
+from .realize import GlobalCounters
+from .tensor import Tensor
+
+__all__ = ["DType", "Device", "GlobalCounters", "Ops", "Tensor", "dtypes", "nn", "optim"]

@@ -1,0 +1,46 @@
+"""Memory we own: a Buffer is a block of bytes allocated through cffi and freed with it.
+
+A realized base of the lazy graph holds one; a kernel writes it once and any number read it.
+numpy appears here only at the door: copying an array in, and copying bytes out.
+"""
+
+from __future__ import annotations
+
+import cffi
+import numpy as np
+
+from .dtype import DType
+from .runtime import host_kernels
+
+ffi = cffi.FFI()
+# Skip zero-filling: every kernel writes its whole output.
+_alloc = ffi.new_allocator(should_clear_after_alloc=False)
+
+
+class Buffer:
+    __slots__ = ("nbytes", "mem", "address")
+    kernels = host_kernels  # the fixed kernels that are not the IR's (runtime.py): random numbers, iota
+
+    def __init__(self, nbytes: int):
+        self.nbytes = nbytes
+        self.mem = _alloc("char[]", max(nbytes, 1))
+        self.address = int(ffi.cast("uintptr_t", self.mem))
+
+    def ptr(self, offset: int, dtype: DType) -> int:
+        """The address of element `offset` (in elements of dtype), as the compiled kernels take it."""
+        return self.address + offset * dtype.itemsize
+
+    @staticmethod
+    def from_numpy(arr: np.ndarray) -> Buffer:
+        arr = np.ascontiguousarray(arr)
+        buf = Buffer(arr.nbytes)
+        if arr.nbytes:
+            ffi.memmove(buf.mem, ffi.from_buffer(arr), arr.nbytes)
+        return buf
+
+    def to_numpy(self, offset: int, count: int, dtype: DType) -> np.ndarray:
+        """A copy of `count` contiguous elements starting at element `offset`."""
+        out = np.empty(count, dtype=dtype.np)
+        if count:
+            ffi.memmove(ffi.from_buffer(out), self.mem + offset * dtype.itemsize, count * dtype.itemsize)
+        return out

@@ -1,0 +1,236 @@
+"""Linear algebra and the NN functional ops. matmul is a broadcast multiply and a sum on the IR; the
+rest are composites written on the primitives (the same text in every stage)."""
+
+from __future__ import annotations
+
+import math
+from typing import Self
+
+from .device import check_same
+from .dtype import dtypes, float_of, promote
+from .hooks import TensorCore
+from .ops import Ops
+from .shape import broadcast_shapes
+
+
+def _pair(x, name: str, what: str, minimum: int = 1) -> tuple[int, int]:
+    pair = (x, x) if isinstance(x, int) else tuple(x)
+    if len(pair) != 2 or any(not isinstance(v, int) or v < minimum for v in pair):
+        raise ValueError(f"{name}: {what} must be an int or a pair of ints >= {minimum}, got {x}")
+    return pair
+
+
+class FunctionalMixin(TensorCore):
+    # ---- linear algebra ----
+
+    def matmul(self, x, reflected: bool = False) -> Self:
+        """numpy's matmul: 1-D operands gain a dim that is dropped again; batch dims broadcast."""
+        a, b = (x, self) if reflected else (self, x)
+        a, b = (t if isinstance(t, TensorCore) else self._like(t) for t in (a, b))
+        check_same("matmul", a, b)
+        if a.ndim == 0 or b.ndim == 0:
+            raise ValueError(f"matmul: both operands need at least 1 dim, got shapes {a.shape} and {b.shape}")
+        dtype = promote(a.dtype, b.dtype)
+        if dtype is dtypes.bool:
+            raise TypeError(f"matmul: bool operands are not supported (shapes {a.shape} and {b.shape})")
+        a2 = a.unsqueeze(0) if a.ndim == 1 else a
+        b2 = b.unsqueeze(-1) if b.ndim == 1 else b
+        (M, K), (K2, N) = a2.shape[-2:], b2.shape[-2:]
+        if K != K2:
+            raise ValueError(f"matmul: shapes {a.shape} and {b.shape} are not aligned: "
+                             f"expected a.shape[-1] ({K}) == b.shape[-2] ({K2})")
+        try:
+            batch = broadcast_shapes("matmul", a2.shape[:-2], b2.shape[:-2])
+        except ValueError:
+            raise ValueError(f"matmul: the batch dims of shapes {a.shape} and {b.shape} cannot broadcast") from None
+        count = math.prod(batch)
+        if a2.ndim > 2 and b2.ndim == 2:
+            # (..., M, K) @ (K, N) is one (count*M, K) @ (K, N) GEMM: fold the batch into the rows
+            # instead of copying b once per batch (a Linear layer on a (B, T, C) input).
+            out = a2.reshape(count * M, K).matmul(b2).reshape(batch + (M, N))
+            return out.squeeze(-1) if b.ndim == 1 else out
+        a3 = a2.cast(dtype)._broadcast_to(batch + (M, K))
+        b3 = b2.cast(dtype)._broadcast_to(batch + (K, N))
+        # (.., M, 1, K) * (.., 1, N, K) summed over K: the compiler fuses the multiply into the sum's
+        # loop, so the (.., M, N, K) products never land in memory.
+        products = a3.reshape(batch + (M, 1, K)) * b3.transpose(-1, -2).reshape(batch + (1, N, K))
+        out = products._reduce(Ops.REDUCE_ADD, "matmul", -1)
+        if a.ndim == 1:
+            out = out.squeeze(-2)
+        if b.ndim == 1:
+            out = out.squeeze(-1)
+        return out
+
+    def dot(self, x) -> Self:
+        return self.matmul(x)
+
+    def linear(self, weight, bias=None) -> Self:
+        """x @ weight + bias, weight shaped (in, out) as in tinygrad."""
+        out = self @ weight
+        return out if bias is None else out + bias
+
+    def solve(self, b) -> Self:
+        """x with self @ x = b for a square self (n, n); b is (n,) or (n, k). Float64 works best."""
+        if self.ndim != 2 or self.shape[0] != self.shape[1]:
+            raise ValueError(f"solve: expected a square matrix (n, n), got shape {self.shape}")
+        n = self.shape[0]
+        if b.ndim not in (1, 2) or b.shape[0] != n:
+            raise ValueError(f"solve: b must be ({n},) or ({n}, k), got shape {b.shape}")
+        check_same("solve", self, b)
+        raise NotImplementedError("solve: no linear solver on the IR yet in this stage (stage1 and stage2 have one)")
+
+    # ---- normalisation and activation helpers ----
+
+    def layernorm(self, axis=-1, eps: float = 1e-5) -> Self:
+        x = self.cast(float_of(self.dtype))
+        centered = x - x.mean(axis, keepdim=True)
+        return centered * (centered.square().mean(axis, keepdim=True) + eps).rsqrt()
+
+    def dropout(self, p: float = 0.5) -> Self:
+        if not 0 <= p <= 1:
+            raise ValueError(f"dropout: p must be in [0, 1], got {p}")
+        if not self.training or p == 0:
+            return self
+        if p == 1:
+            return self * 0
+        keep = self.rand(*self.shape, device=self.device) >= p
+        return keep.where(self * (1 / (1 - p)), 0.0)
+
+    def one_hot(self, num_classes: int) -> Self:
+        if not self.dtype.is_int:
+            raise TypeError(f"one_hot: expected an int tensor, got {self.dtype.name}")
+        return (self.unsqueeze(-1) == self.arange(num_classes, device=self.device)).cast(dtypes.default_float)
+
+    # ---- convolution and pooling: windows as strided slices, then a matmul or a reduction ----
+
+    def _windows(self, name: str, kernel: tuple[int, int], stride: tuple[int, int], dilation: tuple[int, int]) -> Self:
+        """(..., H, W) -> (..., OH, OW, kh * kw): every kernel tap is one strided slice."""
+        (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
+        H, W = self.shape[-2:]
+        oh, ow = (H - dh * (kh - 1) - 1) // sh + 1, (W - dw * (kw - 1) - 1) // sw + 1
+        if oh <= 0 or ow <= 0:
+            raise ValueError(f"{name}: kernel {kernel} with dilation {dilation} does not fit input {self.shape}")
+        taps = [self[..., i * dh: i * dh + sh * (oh - 1) + 1: sh, j * dw: j * dw + sw * (ow - 1) + 1: sw]
+                for i in range(kh) for j in range(kw)]
+        return taps[0].stack(*taps[1:], dim=-1)
+
+    def conv2d(self, weight, bias=None, groups: int = 1, stride=1, dilation=1, padding=0) -> Self:
+        """x (N, Cin, H, W), weight (Cout, Cin/groups, kh, kw) -> (N, Cout, OH, OW), by im2col."""
+        if self.ndim != 4 or weight.ndim != 4:
+            raise ValueError(f"conv2d: expected x (N, C, H, W) and weight (Cout, Cin/groups, kh, kw), "
+                             f"got {self.shape} and {weight.shape}")
+        N, C, _, _ = self.shape
+        cout, cin_g, kh, kw = weight.shape
+        if C != cin_g * groups or cout % groups:
+            raise ValueError(f"conv2d: input channels {C} must equal {cin_g} * groups ({groups}) and "
+                             f"out channels {cout} must divide by groups (x {self.shape}, weight {weight.shape})")
+        ph, pw = _pair(padding, "conv2d", "padding", 0)
+        x = self.pad(((0, 0), (0, 0), (ph, ph), (pw, pw))) if ph or pw else self
+        cols = x._windows("conv2d", (kh, kw), _pair(stride, "conv2d", "stride"), _pair(dilation, "conv2d", "dilation"))
+        oh, ow = cols.shape[2:4]
+        # (N, C, OH, OW, kh*kw) -> (N, groups, Cin/g * kh*kw, OH*OW)
+        cols = cols.permute(0, 1, 4, 2, 3).reshape(N, groups, cin_g * kh * kw, oh * ow)
+        w = weight.reshape(1, groups, cout // groups, cin_g * kh * kw)
+        out = (w @ cols).reshape(N, cout, oh, ow)
+        return out if bias is None else out + bias.reshape(1, cout, 1, 1)
+
+    def _pool_windows(self, name: str, kernel_size, stride, dilation, padding, value: float) -> Self:
+        if self.ndim < 2:
+            raise ValueError(f"{name}: expected an input (..., H, W), got shape {self.shape}")
+        k = _pair(kernel_size, name, "kernel_size")
+        s = k if stride is None else _pair(stride, name, "stride")
+        ph, pw = _pair(padding, name, "padding", 0)
+        pads = [(0, 0)] * (self.ndim - 2) + [(ph, ph), (pw, pw)]
+        x = self.pad(pads, value) if ph or pw else self
+        return x._windows(name, k, s, _pair(dilation, name, "dilation"))
+
+    def max_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0) -> Self:
+        return self._pool_windows("max_pool2d", kernel_size, stride, dilation, padding, float("-inf")).max(-1)
+
+    def avg_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0) -> Self:
+        """Padding counts towards the average (torch's count_include_pad=True)."""
+        return self._pool_windows("avg_pool2d", kernel_size, stride, dilation, padding, 0.0).mean(-1)
+
+    # ---- attention ----
+
+    def scaled_dot_product_attention(self, key, value, attn_mask=None, dropout_p: float = 0.0,
+                                     is_causal: bool = False) -> Self:
+        """softmax(q @ k^T / sqrt(d) + mask) @ v; self is the query (..., T, d)."""
+        scores = self @ key.transpose(-2, -1) * (1 / math.sqrt(self.shape[-1]))  # (..., T, S)
+        if is_causal:
+            T, S = scores.shape[-2:]
+            attn_mask = self.ones(T, S, dtype=dtypes.bool, device=self.device).tril()
+        if attn_mask is not None:
+            if attn_mask.dtype is dtypes.bool:
+                scores = attn_mask.where(scores, float("-inf"))
+            else:
+                scores = scores + attn_mask
+        return scores.softmax(-1).dropout(dropout_p) @ value
+
+    def tril(self, diagonal: int = 0) -> Self:
+        rows, cols = self.shape[-2:]
+        keep = self.arange(rows, device=self.device).unsqueeze(-1) + diagonal >= self.arange(cols, device=self.device)
+        return keep.where(self, self.zeros_like())
+
+    def triu(self, diagonal: int = 0) -> Self:
+        rows, cols = self.shape[-2:]
+        keep = self.arange(rows, device=self.device).unsqueeze(-1) + diagonal <= self.arange(cols, device=self.device)
+        return keep.where(self, self.zeros_like())
+
+    # ---- losses ----
+
+    def sparse_categorical_crossentropy(self, Y, ignore_index: int = -1, label_smoothing: float = 0.0,
+                                        reduction: str = "mean", name: str = "sparse_categorical_crossentropy") -> Self:
+        """self: logits (..., C); Y: class indices (...). Entries equal to ignore_index count for nothing."""
+        C = self.shape[-1]
+        if Y.shape != self.shape[:-1]:
+            raise ValueError(f"{name}: targets {Y.shape} must match logits {self.shape} "
+                             "without the last dim")
+        mask = Y != ignore_index
+        labels = mask.where(Y, 0)
+        if labels.numel() and (labels.min().item() < 0 or labels.max().item() >= C):
+            raise IndexError(f"{name}: target labels must lie in [0, {C}) or equal ignore_index {ignore_index}; "
+                             f"got values in [{labels.min().item()}, {labels.max().item()}] "
+                             f"(logits {self.shape}, targets {Y.shape})")
+        logp = self.log_softmax(-1)
+        target = labels.one_hot(C)
+        picked = (logp * target).sum(-1)
+        nll = -(1 - label_smoothing) * picked - label_smoothing * logp.mean(-1)
+        nll = mask.where(nll, 0.0)
+        return _reduce_loss(nll, reduction, mask.sum(), "sparse_categorical_crossentropy")
+
+    def cross_entropy(self, Y, reduction: str = "mean", label_smoothing: float = 0.0) -> Self:
+        """self: logits (N, C, ...) or (C,); Y: indices (N, ...) or probabilities like self (torch)."""
+        axis = 1 if self.ndim >= 2 else 0
+        logits = self.transpose(axis, -1) if axis == 1 and self.ndim > 2 else self
+        if Y.dtype.is_float:
+            target = Y.transpose(axis, -1) if axis == 1 and self.ndim > 2 else Y
+            C = logits.shape[-1]
+            target = target * (1 - label_smoothing) + label_smoothing / C
+            nll = -(logits.log_softmax(-1) * target).sum(-1)
+            return _reduce_loss(nll, reduction, None, "cross_entropy")
+        return logits.sparse_categorical_crossentropy(Y, ignore_index=-100, label_smoothing=label_smoothing,
+                                                      reduction=reduction, name="cross_entropy")
+
+    def binary_crossentropy(self, Y, reduction: str = "mean") -> Self:
+        """self: probabilities in [0, 1]; log is clamped at -100 like torch."""
+        logp = self.log().maximum(-100)
+        log1mp = (1 - self).log().maximum(-100)
+        return _reduce_loss(-(Y * logp + (1 - Y) * log1mp), reduction, None, "binary_crossentropy")
+
+    def binary_crossentropy_logits(self, Y, reduction: str = "mean") -> Self:
+        """self: logits; computed as max(x, 0) - x*y + log(1 + exp(-|x|)), stable for large |x|."""
+        x = self.cast(float_of(self.dtype))
+        loss = x.maximum(0) - x * Y + (1 + (-x.abs()).exp()).log()
+        return _reduce_loss(loss, reduction, None, "binary_crossentropy_logits")
+
+
+def _reduce_loss(loss, reduction: str, count, name: str):
+    if reduction == "none":
+        return loss
+    if reduction == "sum":
+        return loss.sum()
+    if reduction == "mean":
+        return loss.sum() / count if count is not None else loss.mean()
+    raise ValueError(f"{name}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+

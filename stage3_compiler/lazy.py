@@ -1,0 +1,127 @@
+"""The lazy graph. An op on a tensor runs nothing: it makes a LazyBuffer, a node that remembers the
+op and its inputs. Nothing is computed until a result is needed (`realize()`, `numpy()`), and
+then the scheduler turns the graph into kernels.
+
+A LazyBuffer is one of two things:
+- a **base**: an op of the IR (BUFFER, CONST, an elementwise op, a reduction, CONTIGUOUS) over
+  source LazyBuffers, whose result is a contiguous array of its shape;
+- a **view** of a base: the base and a ShapeTracker. Movement ops (reshape, permute, expand, pad,
+  shrink, flip) make views and never copy: they only compose the view's ShapeTracker.
+So `x.T.reshape(...)[1:].expand(...)` is one view of x's base, and the kernel that reads it turns
+the view into index arithmetic.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .dtype import DType, dtypes
+from .ops import IR_ELEMENTWISE, IR_REDUCE, Ops
+from .shapetracker import ShapeTracker
+
+COMPARES = frozenset({Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ})
+
+
+class LazyBuffer:
+    def __init__(self, device: str, st: ShapeTracker, dtype: DType, op: Ops | None = None, arg: Any = None,
+                 srcs: tuple[LazyBuffer, ...] = (), base: LazyBuffer | None = None):
+        self.device, self.st, self.dtype = device, st, dtype
+        self.shape: tuple[int, ...] = st.shape
+        self._base = base
+        if base is None:  # a base: the op and its inputs; `buffer` once a kernel (or the user) filled it
+            self.op, self.arg, self.srcs = op, arg, srcs
+            self.buffer = None
+            self.forced = False  # realize this node even when it could be fused (contiguous, assign)
+
+    # ---- what it is ----
+
+    @property
+    def base(self) -> LazyBuffer:
+        return self if self._base is None else self._base
+
+    @property
+    def is_base(self) -> bool:
+        return self._base is None
+
+    @property
+    def realized(self):
+        """The base's Buffer, once computed; None before."""
+        return self.base.buffer
+
+    def __repr__(self) -> str:
+        if self.is_base:
+            return f"<LB {self.op.name} {self.shape} {self.dtype.name}{' realized' if self.buffer else ''}>"
+        return f"<LB view {self.shape} of {self.base!r}>"
+
+    # ---- sources: a buffer that holds data, and a constant ----
+
+    @staticmethod
+    def from_buffer(buffer, shape: tuple[int, ...], dtype: DType, device: str) -> LazyBuffer:
+        out = LazyBuffer(device, ShapeTracker.from_shape(shape), dtype, Ops.BUFFER)
+        out.buffer = buffer
+        return out
+
+    @staticmethod
+    def const(value, dtype: DType, device: str, shape: tuple[int, ...] = ()) -> LazyBuffer:
+        """One number, viewed as any shape: a 0-d CONST base reshaped and expanded (no memory per element)."""
+        py = bool if dtype is dtypes.bool else int if dtype.is_int else float
+        base = LazyBuffer(device, ShapeTracker.from_shape(()), dtype, Ops.CONST, py(value))
+        return base.reshape((1,) * len(shape)).expand(shape) if shape else base
+
+    # ---- compute ----
+
+    def alu(self, op: Ops, *others: LazyBuffer, arg: Any = None) -> LazyBuffer:
+        """An elementwise op of the IR over operands of one shape (the Tensor has broadcast them)."""
+        assert op in IR_ELEMENTWISE, op
+        srcs = (self, *others)
+        assert all(s.shape == self.shape for s in srcs), [s.shape for s in srcs]
+        dtype = dtypes.bool if op in COMPARES else arg if op is Ops.CAST else srcs[-1].dtype
+        return LazyBuffer(self.device, ShapeTracker.from_shape(self.shape), dtype, op, arg, srcs)
+
+    def reduce(self, op: Ops, axes: tuple[int, ...]) -> LazyBuffer:
+        """A reduction over axes, keeping them as size 1 (the Tensor reshapes them away)."""
+        assert op in IR_REDUCE, op
+        if not axes:
+            return self
+        shape = tuple(1 if d in axes else n for d, n in enumerate(self.shape))
+        return LazyBuffer(self.device, ShapeTracker.from_shape(shape), self.dtype, op, tuple(sorted(axes)), (self,))
+
+    def contiguous(self) -> LazyBuffer:
+        """This view as a base of its own: a copy kernel, unless it already is a whole base."""
+        if (self.is_base and self.op is not Ops.CONST) or (not self.is_base and self.st.contiguous):
+            return self  # a base, or a reshape of one: its buffer already holds these elements in order
+        out = LazyBuffer(self.device, ShapeTracker.from_shape(self.shape), self.dtype, Ops.CONTIGUOUS, None, (self,))
+        out.forced = True
+        return out
+
+    # ---- movement: views, composed in the ShapeTracker ----
+
+    def _view(self, st: ShapeTracker) -> LazyBuffer:
+        base = self.base
+        if st.contiguous and st.shape == base.shape:
+            return base  # the identity view of a base is the base
+        return LazyBuffer(self.device, st, self.dtype, base=base)
+
+    def reshape(self, shape: tuple[int, ...]) -> LazyBuffer:
+        return self if shape == self.shape else self._view(self.st.reshape(shape))
+
+    def permute(self, order: tuple[int, ...]) -> LazyBuffer:
+        return self if order == tuple(range(len(order))) else self._view(self.st.permute(order))
+
+    def expand(self, shape: tuple[int, ...]) -> LazyBuffer:
+        return self if shape == self.shape else self._view(self.st.expand(shape))
+
+    def pad(self, arg: tuple[tuple[int, int], ...]) -> LazyBuffer:
+        return self if all(p == (0, 0) for p in arg) else self._view(self.st.pad(arg))
+
+    def shrink(self, arg: tuple[tuple[int, int], ...]) -> LazyBuffer:
+        same = all(b == (0, n) for b, n in zip(arg, self.shape, strict=True))
+        return self if same else self._view(self.st.shrink(arg))
+
+    def flip(self, axes: tuple[int, ...]) -> LazyBuffer:
+        return self if not axes else self._view(self.st.flip(axes))
+
+
+def numel(shape: tuple[int, ...]) -> int:
+    return math.prod(shape)

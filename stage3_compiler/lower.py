@@ -1,0 +1,196 @@
+"""Lowering: one kernel of the schedule becomes a linear list of low-level ops (UOps): its buffers,
+its loops, the index arithmetic of every read, the loads, the ALU ops, an accumulator, the store.
+The renderers (renderer.py) turn that list into C or CUDA C line by line.
+
+The kernel loops over the shape of the base it writes (one loop per dim, `gidx0, gidx1, ...`).
+A value is built from the kernel's output back to the loads: an elementwise base fused into the
+kernel is computed from its sources at the same index; a view of a base turns the loop indices
+into the base's flat index through the view's ShapeTracker (`expr_idxs`), and into a validity
+condition where the view pads (outside it the value is 0); a realized base is a LOAD. A kernel
+that holds a reduction runs an inner loop nest over the reduced axes (`ridx...`) that folds its
+source into an accumulator, and the rest of the kernel uses the accumulator. Identical values are
+computed once (a cache keyed by the base and its index expressions), as the rendered source shows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .dtype import DType, dtypes
+from .lazy import LazyBuffer
+from .ops import IR_ELEMENTWISE, Ops
+from .schedule import ScheduleItem
+from .symbolic import Node, Num, Var, render
+
+
+@dataclass(eq=False)
+class UOp:
+    op: str  # GLOBAL RANGE ENDRANGE ACC LOAD CONST ALU UPDATE STORE
+    dtype: DType | None
+    srcs: tuple[UOp, ...] = ()
+    arg: Any = None
+    name: str = ""
+
+    def __repr__(self) -> str:
+        arg = render(self.arg) if isinstance(self.arg, Node) else self.arg
+        srcs = ", ".join(s.name for s in self.srcs)
+        return f"{self.name:>6} = {self.op:<8} {self.dtype.name if self.dtype else '':<8} [{srcs}] {arg}"
+
+
+@dataclass(eq=False)
+class Kernel:
+    name: str
+    shape: tuple[int, ...]
+    uops: list[UOp]
+    buffers: list[LazyBuffer]  # argument order: the output first, then every base it loads
+    ops: int = 0  # ALU ops per run (for GlobalCounters' global_ops)
+    reduce_shape: tuple[int, ...] = field(default=())
+
+
+IDENTITY = {Ops.REDUCE_ADD: 0, Ops.REDUCE_MUL: 1}
+
+
+def reduce_identity(op: Ops, dtype: DType):
+    if op in IDENTITY:
+        return IDENTITY[op] if dtype is not dtypes.bool else bool(IDENTITY[op])
+    return float("-inf") if dtype.is_float else (0 if dtype is dtypes.bool else -(2 ** (8 * dtype.itemsize - 1)))
+
+
+def strides_of(shape: tuple[int, ...]) -> tuple[int, ...]:
+    out, acc = [], 1
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= n
+    return tuple(reversed(out))
+
+
+def flat_index(idxs: list[Node], shape: tuple[int, ...]) -> Node:
+    total: Node = Num(0)
+    for idx, stride, n in zip(idxs, strides_of(shape), shape, strict=True):
+        if n != 1:
+            total = total + idx * stride
+    return total
+
+
+def unflatten(flat: Node, shape: tuple[int, ...]) -> list[Node]:
+    return [Num(0) if n == 1 else (flat // stride) % n for stride, n in zip(strides_of(shape), shape, strict=True)]
+
+
+class Lowerer:
+    def __init__(self, item: ScheduleItem, stored: set[int]):
+        self.item, self.stored = item, stored  # stored: ids of bases a kernel writes (loads here)
+        self.uops: list[UOp] = []
+        self.buffers: list[LazyBuffer] = [item.root]
+        self.globals: dict[int, UOp] = {}
+        self.cache: dict[tuple, UOp] = {}
+        self.acc: UOp | None = None
+        self.alu_count = 0
+
+    def emit(self, op: str, dtype: DType | None, srcs: tuple = (), arg: Any = None) -> UOp:
+        u = UOp(op, dtype, tuple(srcs), arg, f"v{len(self.uops)}")
+        self.uops.append(u)
+        return u
+
+    def cached(self, key: tuple, make) -> UOp:
+        if key not in self.cache:
+            self.cache[key] = make()
+        return self.cache[key]
+
+    def global_of(self, base: LazyBuffer) -> UOp:
+        if id(base) not in self.globals:
+            if base is not self.item.root:
+                self.buffers.append(base)
+            self.globals[id(base)] = self.emit("GLOBAL", base.dtype, arg=len(self.buffers) - 1)
+        return self.globals[id(base)]
+
+    def const(self, value, dtype: DType) -> UOp:
+        return self.cached(("const", value, dtype.name), lambda: self.emit("CONST", dtype, arg=value))
+
+    # ---- values ----
+
+    def view(self, v: LazyBuffer, idxs: list[Node]) -> UOp:
+        """The value of view v at the indices idxs (one per dim of v.shape)."""
+        if v.is_base:
+            return self.base(v, idxs)
+        base = v.base
+        flat, valid = v.st.expr_idxs(idxs)
+        if base.op is Ops.CONST and base.buffer is None:
+            value = self.const(base.arg, base.dtype)
+        elif self.loads(base):
+            value = self.load(base, flat)
+        else:
+            value = self.base(base, unflatten(flat, base.shape))
+        if valid is None:
+            return value
+        cond = self.cached(("cond", render(valid)), lambda: self.emit("COND", dtypes.bool, arg=valid))
+        zero = self.const(False if v.dtype is dtypes.bool else 0, v.dtype)
+        return self.cached(("where", cond.name, value.name), lambda: self.alu(Ops.WHERE, v.dtype, cond, value, zero))
+
+    def loads(self, base: LazyBuffer) -> bool:
+        return base is not self.item.root and (base.buffer is not None or id(base) in self.stored)
+
+    def load(self, base: LazyBuffer, flat: Node) -> UOp:
+        buf = self.global_of(base)
+        return self.cached(("load", id(base), render(flat)), lambda: self.emit("LOAD", base.dtype, (buf,), flat))
+
+    def alu(self, op: Ops, dtype: DType, *srcs: UOp) -> UOp:
+        self.alu_count += 1
+        return self.emit("ALU", dtype, srcs, op)
+
+    def base(self, b: LazyBuffer, idxs: list[Node]) -> UOp:
+        if b is self.item.reduce and self.acc is not None:
+            return self.acc  # the reduction this kernel holds: its accumulator
+        if self.loads(b):
+            return self.load(b, flat_index(idxs, b.shape))
+        if b.op is Ops.CONST:
+            return self.const(b.arg, b.dtype)
+        key = ("base", id(b), tuple(render(i) for i in idxs))
+        if key in self.cache:
+            return self.cache[key]
+        if b.op is Ops.CONTIGUOUS:
+            out = self.view(b.srcs[0], idxs)
+        elif b.op in IR_ELEMENTWISE:
+            srcs = [self.view(s, idxs) for s in b.srcs]
+            out = self.alu(b.op, b.dtype, *srcs) if b.op is not Ops.CAST else self.emit("CAST", b.dtype, (srcs[0],))
+        else:
+            raise NotImplementedError(f"lower: {b.op} cannot be computed inside a kernel")
+        self.cache[key] = out
+        return out
+
+
+def lower(item: ScheduleItem, stored: set[int]) -> Kernel:
+    root = item.root
+    L = Lowerer(item, stored)
+    out_buf = L.global_of(root)
+    gidx = [Num(0) if n == 1 else Var(f"gidx{d}", 0, n - 1) for d, n in enumerate(root.shape)]
+    ranges = [L.emit("RANGE", dtypes.int64, arg=(g.name, n)) for g, n in zip(gidx, root.shape, strict=True)
+              if isinstance(g, Var)]
+    reduce_shape: tuple[int, ...] = ()
+    if item.reduce is not None:
+        r = item.reduce
+        src = r.srcs[0]
+        reduce_shape = src.shape
+        L.acc = L.emit("ACC", r.dtype, arg=reduce_identity(r.op, r.dtype))
+        idxs: list[Node] = []
+        inner = []
+        for d, n in enumerate(src.shape):
+            if d in r.arg and n != 1:
+                var = Var(f"ridx{d}", 0, max(n - 1, 0))
+                inner.append(L.emit("RANGE", dtypes.int64, arg=(var.name, n)))
+                idxs.append(var)
+            else:
+                idxs.append(Num(0) if d in r.arg else gidx[d])
+        value = L.view(src, idxs)
+        L.emit("UPDATE", r.dtype, (L.acc, value), r.op)
+        L.alu_count += 1
+        for _ in inner:
+            L.emit("ENDRANGE", None)
+        L.cache.clear()  # values inside the loop belong to its scope
+    value = L.acc if root is item.reduce else L.base(root, gidx)
+    L.emit("STORE", root.dtype, (out_buf, value), flat_index(gidx, root.shape))
+    for _ in ranges:
+        L.emit("ENDRANGE", None)
+    kind = "r" if item.reduce is not None else "E"
+    name = "_".join([kind, *(str(n) for n in root.shape)] + ([f"R{n}" for n in reduce_shape] if reduce_shape else []))
+    return Kernel(name, root.shape, L.uops, L.buffers, L.alu_count, reduce_shape)

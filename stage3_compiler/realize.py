@@ -1,0 +1,83 @@
+"""Running a schedule: lower each kernel, render it, compile it (or find it cached), give it its
+buffers and call it. `GlobalCounters` counts what ran; `DEBUG` shows it:
+
+    DEBUG=1  kernels and time per realize        DEBUG=3  each kernel's UOps as well
+    DEBUG=2  one line per kernel (shape, time,    DEBUG=4  and its generated source
+             GFLOP/s, GB/s)
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+
+from .buffer import Buffer
+from .lazy import LazyBuffer, numel
+from .lower import lower
+from .ops import Ops
+from .renderer import CRenderer
+from .runtime import compile_c
+from .schedule import ScheduleItem, create_schedule
+
+
+class GlobalCounters:
+    kernel_count: int = 0
+    global_ops: int = 0  # ALU ops run, summed over kernels (an estimate: ops per iteration x iterations)
+    global_mem: int = 0  # bytes the kernels wrote and read
+    time_sum: float = 0.0  # seconds spent in kernels
+
+    @staticmethod
+    def reset() -> None:
+        GlobalCounters.kernel_count = GlobalCounters.global_ops = GlobalCounters.global_mem = 0
+        GlobalCounters.time_sum = 0.0
+
+
+def debug_level() -> int:
+    return int(os.environ.get("DEBUG", "0") or 0)
+
+
+RENDERER = CRenderer()
+
+
+def run_item(item: ScheduleItem, stored: set[int]) -> None:
+    root = item.root
+    root.buffer = Buffer(numel(root.shape) * root.dtype.itemsize)
+    if numel(root.shape) == 0:
+        return
+    kernel = lower(item, stored)
+    source = RENDERER.render(kernel)
+    fn = compile_c(source, kernel.name)
+    args = [ctypes.c_void_p(b.base.buffer.address) for b in kernel.buffers]
+    start = time.perf_counter()
+    fn(*args)
+    elapsed = time.perf_counter() - start
+    iterations = numel(kernel.reduce_shape or kernel.shape)
+    nbytes = sum(numel(b.shape) * b.dtype.itemsize for b in kernel.buffers)
+    GlobalCounters.kernel_count += 1
+    GlobalCounters.global_ops += kernel.ops * iterations
+    GlobalCounters.global_mem += nbytes
+    GlobalCounters.time_sum += elapsed
+    level = debug_level()
+    if level >= 2:
+        gflops, gbs = kernel.ops * iterations / max(elapsed, 1e-9) / 1e9, nbytes / max(elapsed, 1e-9) / 1e9
+        print(f"*** {GlobalCounters.kernel_count:4d} {kernel.name:<40} {elapsed * 1e6:9.1f} us "
+              f"{gflops:8.2f} GFLOP/s {gbs:8.2f} GB/s")
+    if level >= 3:
+        print("\n".join(repr(u) for u in kernel.uops))
+    if level >= 4:
+        print(source)
+
+
+def realize(outs: list[LazyBuffer]) -> None:
+    """Compute every base the outputs need, in order; afterwards each computed base holds a Buffer and
+    forgets its sources, so the graph behind it can be freed."""
+    items = create_schedule(outs)
+    stored = {id(item.root) for item in items}
+    start, count = time.perf_counter(), GlobalCounters.kernel_count
+    for item in items:
+        run_item(item, stored)
+    for item in items:
+        item.root.op, item.root.srcs, item.root.arg = Ops.BUFFER, (), None
+    if debug_level() >= 1 and items:
+        print(f"realize: {GlobalCounters.kernel_count - count} kernels in {(time.perf_counter() - start) * 1e3:.2f} ms")

@@ -1,0 +1,141 @@
+"""Rendering: a kernel's linear UOps become C source, one UOp a line. The C renderer is the base;
+a GPU renderer is a small subclass that changes how a kernel is declared and how its outer loops
+map to threads.
+
+Arithmetic follows the C kernels of the earlier stages (numpy's semantics): ints wrap through the
+unsigned type, max propagates NaN, a cast to bool means "is nonzero", bools are bytes holding 0 or
+1. Float constants are written in hex, so the compiled value is exactly the Python one.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .dtype import DType, dtypes
+from .lower import Kernel
+from .ops import Ops
+from .symbolic import render
+
+CTYPES = {"bool": "unsigned char", "int32": "int", "int64": "long long", "float32": "float", "float64": "double"}
+UNSIGNED = {"int32": "unsigned int", "int64": "unsigned long long"}
+LIBM = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SQRT: "sqrt", Ops.SIN: "sin"}
+
+
+class CRenderer:
+    kernel_prefix = ""
+    loop_indent = "  "
+
+    def ctype(self, dtype: DType) -> str:
+        return CTYPES[dtype.name]
+
+    def const(self, value, dtype: DType) -> str:
+        if dtype is dtypes.bool:
+            return "1" if value else "0"
+        if dtype.is_int:
+            return f"{int(value)}LL" if dtype is dtypes.int64 else str(int(value))
+        value = float(value)
+        if math.isnan(value):
+            return "NAN" if dtype is dtypes.float32 else "(double)NAN"
+        if math.isinf(value):
+            return ("INFINITY" if value > 0 else "(-INFINITY)") if dtype is dtypes.float32 else \
+                ("HUGE_VAL" if value > 0 else "(-HUGE_VAL)")
+        if dtype is dtypes.float32:
+            import struct
+
+            value = struct.unpack("f", struct.pack("f", value))[0]  # rounded as the kernel will hold it
+            return f"{value.hex()}f"
+        return value.hex()
+
+    def alu(self, op: Ops, dtype: DType, args: list[str], src_dtype: DType) -> str:
+        a = args
+        t = src_dtype
+        if op in LIBM:
+            return f"{LIBM[op]}{'f' if t is dtypes.float32 else ''}({a[0]})"
+        if op is Ops.RECIP:
+            return f"(({self.ctype(t)})1/{a[0]})"
+        if op is Ops.WHERE:
+            return f"({a[0]}?{a[1]}:{a[2]})"
+        if op in (Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ):
+            sym = {Ops.CMPLT: "<", Ops.CMPNE: "!=", Ops.CMPEQ: "=="}[op]
+            return f"({a[0]}{sym}{a[1]})"
+        if op is Ops.MAX:
+            if t.is_float:
+                return f"(({a[0]}>{a[1]}||{a[0]}!={a[0]})?{a[0]}:{a[1]})"
+            return f"({a[0]}>{a[1]}?{a[0]}:{a[1]})"
+        if op in (Ops.AND, Ops.OR, Ops.XOR):
+            return f"({a[0]}{ {Ops.AND: '&', Ops.OR: '|', Ops.XOR: '^'}[op] }{a[1]})"
+        if t.is_int and op in (Ops.ADD, Ops.MUL, Ops.NEG):  # wrap like numpy, without signed overflow
+            u, c = UNSIGNED[t.name], self.ctype(t)
+            if op is Ops.NEG:
+                return f"(({c})(0-({u}){a[0]}))"
+            return f"(({c})(({u}){a[0]}{'+' if op is Ops.ADD else '*'}({u}){a[1]}))"
+        if op is Ops.NEG:
+            return f"(-{a[0]})"
+        if op is Ops.ADD:
+            return f"({a[0]}+{a[1]})"
+        if op is Ops.MUL:
+            return f"({a[0]}*{a[1]})"
+        raise NotImplementedError(f"render: no C for {op.name}")
+
+    def update(self, op: Ops, dtype: DType, acc: str, value: str) -> str:
+        if op is Ops.REDUCE_ADD:
+            return f"{acc} = {self.alu(Ops.ADD if dtype is not dtypes.bool else Ops.OR, dtype, [acc, value], dtype)};"
+        if op is Ops.REDUCE_MUL:
+            return f"{acc} = {self.alu(Ops.MUL if dtype is not dtypes.bool else Ops.AND, dtype, [acc, value], dtype)};"
+        if dtype is dtypes.bool:
+            return f"{acc} = ({acc}|{value});"
+        if dtype.is_float:  # NaN wins, as numpy's max
+            return f"if ({value}>{acc}||{value}!={value}) {acc} = {value};"
+        return f"if ({value}>{acc}) {acc} = {value};"
+
+    def signature(self, kernel: Kernel) -> str:
+        args = []
+        for i, b in enumerate(kernel.buffers):
+            const = "const " if i else ""
+            args.append(f"{const}{self.ctype(b.dtype)}* restrict data{i}")
+        return f"{self.kernel_prefix}void {kernel.name}({', '.join(args)})"
+
+    def render(self, kernel: Kernel) -> str:
+        lines = ["#include <math.h>", self.signature(kernel) + " {"]
+        depth = 1
+        names: dict[int, str] = {}
+        for u in kernel.uops:
+            pad = "  " * depth
+            if u.op == "GLOBAL":
+                names[id(u)] = f"data{u.arg}"
+            elif u.op == "RANGE":
+                var, n = u.arg
+                lines.append(f"{pad}for (long long {var} = 0; {var} < {n}; {var}++) {{")
+                depth += 1
+            elif u.op == "ENDRANGE":
+                depth -= 1
+                lines.append("  " * depth + "}")
+            elif u.op == "CONST":
+                names[id(u)] = self.const(u.arg, u.dtype)
+            elif u.op == "COND":
+                names[id(u)] = f"({render(u.arg)})"
+            elif u.op == "ACC":
+                names[id(u)] = f"acc{len(names)}"
+                lines.append(f"{pad}{self.ctype(u.dtype)} {names[id(u)]} = {self.const(u.arg, u.dtype)};")
+            elif u.op == "LOAD":
+                names[id(u)] = u.name
+                lines.append(f"{pad}{self.ctype(u.dtype)} {u.name} = {names[id(u.srcs[0])]}[{render(u.arg)}];")
+            elif u.op == "CAST":
+                names[id(u)] = u.name
+                x, t = names[id(u.srcs[0])], self.ctype(u.dtype)
+                value = f"({t})({x}!=0)" if u.dtype is dtypes.bool else f"({t})({x})"
+                lines.append(f"{pad}{t} {u.name} = {value};")
+            elif u.op == "ALU":
+                names[id(u)] = u.name
+                src_dtype = u.srcs[-1].dtype if u.arg is Ops.WHERE else u.srcs[0].dtype
+                expr = self.alu(u.arg, u.dtype, [names[id(s)] for s in u.srcs], src_dtype)
+                lines.append(f"{pad}{self.ctype(u.dtype)} {u.name} = {expr};")
+            elif u.op == "UPDATE":
+                lines.append(pad + self.update(u.arg, u.dtype, names[id(u.srcs[0])], names[id(u.srcs[1])]))
+            elif u.op == "STORE":
+                buf, value = names[id(u.srcs[0])], names[id(u.srcs[1])]
+                lines.append(f"{pad}{buf}[{render(u.arg)}] = {value};")
+            else:
+                raise NotImplementedError(f"render: unknown UOp {u.op}")
+        lines.append("}")
+        return "\n".join(lines) + "\n"

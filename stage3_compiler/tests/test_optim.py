@@ -1,0 +1,192 @@
+"""Optimizers step by step against torch.optim (and Muon against Keller Jordan's algorithm written in
+torch), gradient clipping against torch, the schedules' shapes, and exact resume from a state dict."""
+
+import math
+
+import numpy as np
+import pytest
+
+from .. import Tensor, dtypes, optim
+from ..nn.state import safe_load, safe_save
+
+torch = pytest.importorskip("torch", reason="optimizers are checked against torch.optim (pip install -e '.[torch]')")
+
+RNG = np.random.default_rng(0)
+X, Y = RNG.standard_normal((16, 5)), RNG.standard_normal((16, 3))
+W0, B0 = RNG.standard_normal((5, 3)) * 0.5, RNG.standard_normal(3) * 0.1
+
+
+def ours_run(make, steps=6):
+    w, b = Tensor(W0, requires_grad=True), Tensor(B0, requires_grad=True)
+    opt = make([w, b])
+    x, y = Tensor(X), Tensor(Y)
+    history = []
+    for i in range(steps):
+        opt.lr = opt.lr * (0.9 if i else 1.0)  # a schedule changes lr between steps
+        opt.zero_grad()
+        ((x @ w + b - y) ** 2).mean().backward()
+        opt.step()
+        history.append((w.numpy().copy(), b.numpy().copy()))
+    return history
+
+
+def torch_run(make, steps=6):
+    w, b = torch.tensor(W0, requires_grad=True), torch.tensor(B0, requires_grad=True)
+    opt = make([w, b])
+    x, y = torch.from_numpy(X), torch.from_numpy(Y)
+    history = []
+    for i in range(steps):
+        for group in opt.param_groups:
+            group["lr"] = group["lr"] * (0.9 if i else 1.0)
+        opt.zero_grad()
+        ((x @ w + b - y) ** 2).mean().backward()
+        opt.step()
+        history.append((w.detach().numpy().copy(), b.detach().numpy().copy()))
+    return history
+
+
+CASES = {
+    "sgd": (lambda p: optim.SGD(p, lr=0.1), lambda p: torch.optim.SGD(p, lr=0.1)),
+    "sgd_momentum_wd": (lambda p: optim.SGD(p, lr=0.1, momentum=0.9, weight_decay=0.01),
+                        lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, weight_decay=0.01)),
+    "sgd_nesterov": (lambda p: optim.SGD(p, lr=0.05, momentum=0.8, nesterov=True),
+                     lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.8, nesterov=True)),
+    "adam": (lambda p: optim.Adam(p, lr=0.01), lambda p: torch.optim.Adam(p, lr=0.01)),
+    "adam_wd": (lambda p: optim.Adam(p, lr=0.01, b1=0.8, b2=0.99, eps=1e-6, weight_decay=0.1),
+                lambda p: torch.optim.Adam(p, lr=0.01, betas=(0.8, 0.99), eps=1e-6, weight_decay=0.1)),
+    "adamw": (lambda p: optim.AdamW(p, lr=0.01), lambda p: torch.optim.AdamW(p, lr=0.01)),
+    "adamw_wd": (lambda p: optim.AdamW(p, lr=0.02, b1=0.9, b2=0.95, weight_decay=0.1),
+                 lambda p: torch.optim.AdamW(p, lr=0.02, betas=(0.9, 0.95), weight_decay=0.1)),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_optimizer_matches_torch_step_by_step(name):
+    ours, theirs = CASES[name]
+    for step, ((w, b), (wt, bt)) in enumerate(zip(ours_run(ours), torch_run(theirs), strict=True)):
+        np.testing.assert_allclose(w, wt, rtol=1e-12, atol=1e-13, err_msg=f"{name} w, step {step}")
+        np.testing.assert_allclose(b, bt, rtol=1e-12, atol=1e-13, err_msg=f"{name} b, step {step}")
+
+
+class TorchMuon(torch.optim.Optimizer):
+    """Keller Jordan's Muon (as nanochat uses it), the reference for ours."""
+
+    def __init__(self, params, lr=0.02, momentum=0.95, nesterov=True, ns_steps=5):
+        super().__init__(params, dict(lr=lr, momentum=momentum, nesterov=nesterov, ns_steps=ns_steps))
+
+    @staticmethod
+    def zeropower(g, steps):
+        a, b, c = 3.4445, -4.7750, 2.0315
+        x = g.mT if g.size(-2) > g.size(-1) else g
+        x = x / (x.norm() + 1e-7)
+        for _ in range(steps):
+            A = x @ x.mT
+            x = a * x + (b * A + c * A @ A) @ x
+        return x.mT if g.size(-2) > g.size(-1) else x
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                buf = self.state[p].setdefault("buf", torch.zeros_like(p))
+                buf.lerp_(p.grad, 1 - group["momentum"])
+                g = p.grad.lerp(buf, group["momentum"]) if group["nesterov"] else buf
+                u = self.zeropower(g.reshape(len(g), -1), group["ns_steps"]).view_as(p)
+                p.add_(u, alpha=-group["lr"] * max(1, p.size(-2) / p.size(-1)) ** 0.5)
+
+
+@pytest.mark.parametrize("nesterov", [True, False])
+def test_muon_matches_the_reference(nesterov):
+    w0 = RNG.standard_normal((5, 3))
+    w, wt = Tensor(w0, requires_grad=True), torch.tensor(w0, requires_grad=True)
+    opt, opt_t = optim.Muon([w], lr=0.05, nesterov=nesterov), TorchMuon([wt], lr=0.05, nesterov=nesterov)
+    for _ in range(4):
+        opt.zero_grad()
+        opt_t.zero_grad()
+        ((Tensor(X) @ w).tanh() - Tensor(Y)).square().mean().backward()
+        ((torch.from_numpy(X) @ wt).tanh() - torch.from_numpy(Y)).square().mean().backward()
+        opt.step()
+        opt_t.step()
+        np.testing.assert_allclose(w.numpy(), wt.detach().numpy(), rtol=1e-10, atol=1e-12)
+    with pytest.raises(ValueError, match="2-D"):
+        optim.Muon([Tensor.zeros(3, requires_grad=True)])
+
+
+def test_newton_schulz_makes_singular_values_near_one():
+    g = Tensor(RNG.standard_normal((32, 16)), dtype=dtypes.float32)
+    s = np.linalg.svd(optim.newton_schulz(g).numpy(), compute_uv=False)
+    assert 0.6 < s.min() and s.max() < 1.3
+
+
+@pytest.mark.parametrize("max_norm", [0.5, 100.0])
+def test_clip_grad_norm_matches_torch(max_norm):
+    grads = [RNG.standard_normal((4, 3)), RNG.standard_normal(5)]
+    ours = [Tensor(np.zeros_like(g), requires_grad=True) for g in grads]
+    theirs = [torch.zeros(g.shape, dtype=torch.float64, requires_grad=True) for g in grads]
+    for p, pt, g in zip(ours, theirs, grads, strict=True):
+        p.grad, pt.grad = Tensor(g), torch.from_numpy(g.copy())
+    total = optim.clip_grad_norm_(ours, max_norm)
+    total_t = torch.nn.utils.clip_grad_norm_(theirs, max_norm)
+    assert isinstance(total, float) and math.isclose(total, total_t.item(), rel_tol=1e-12)
+    for p, pt in zip(ours, theirs, strict=True):
+        np.testing.assert_allclose(p.grad.numpy(), pt.grad.numpy(), rtol=1e-12)
+
+
+def test_cosine_schedule_is_nanogpts():
+    lr = [optim.cosine_lr(s, lr=1.0, warmup=10, total=100, min_lr=0.1) for s in range(120)]
+    assert lr[0] == pytest.approx(1 / 11) and lr[9] == pytest.approx(10 / 11)
+    assert lr[10] == pytest.approx(1.0) and lr[55] == pytest.approx(0.55) and lr[100] == pytest.approx(0.1)
+    assert lr[119] == 0.1
+    assert all(a >= b for a, b in zip(lr[10:], lr[11:], strict=False))
+
+
+def test_linear_rampdown_schedule():
+    lr = [optim.linear_rampdown_lr(s, lr=2.0, total=100, warmdown_frac=0.2) for s in range(101)]
+    assert lr[0] == lr[79] == 2.0 and lr[80] == pytest.approx(2.0) and lr[90] == pytest.approx(1.0) and lr[100] == 0
+    with pytest.raises(ValueError, match="warmdown_frac"):
+        optim.linear_rampdown_lr(0, lr=1.0, total=10, warmdown_frac=1.5)
+
+
+@pytest.mark.parametrize("make", [lambda p: optim.AdamW(p, lr=0.01, weight_decay=0.1),
+                                  lambda p: optim.SGD(p, lr=0.1, momentum=0.9)], ids=["adamw", "sgd"])
+def test_resume_from_a_saved_state_is_exact(make, tmp_path):
+    def train(w, opt, steps):
+        for _ in range(steps):
+            opt.zero_grad()
+            ((Tensor(X, dtype=dtypes.float32) @ w) - Tensor(Y, dtype=dtypes.float32)).square().mean().backward()
+            opt.step()
+
+    w = Tensor(W0, dtype=dtypes.float32, requires_grad=True)
+    opt = make([w])
+    train(w, opt, 5)
+    straight = w.numpy()
+
+    w = Tensor(W0, dtype=dtypes.float32, requires_grad=True)
+    opt = make([w])
+    train(w, opt, 3)
+    safe_save({"w": w, **{f"opt.{k}": v for k, v in opt.state_dict().items()}}, tmp_path / "ckpt.safetensors")
+    saved = safe_load(tmp_path / "ckpt.safetensors")
+    w2 = Tensor(saved["w"].numpy(), requires_grad=True)
+    opt2 = make([w2])
+    opt2.load_state_dict({k[4:]: v for k, v in saved.items() if k.startswith("opt.")})
+    train(w2, opt2, 2)
+    assert np.array_equal(w2.numpy(), straight)
+    with pytest.raises(ValueError, match="keys"):
+        opt2.load_state_dict({"step": Tensor(1)})
+
+
+def test_a_small_mlp_learns_xor():
+    from .. import nn
+
+    Tensor.manual_seed(1)
+    l1, l2 = nn.Linear(2, 16), nn.Linear(16, 2)
+    opt = optim.AdamW(nn.state.get_parameters([l1, l2]), lr=0.05, weight_decay=0.0)
+    x = Tensor([[0.0, 0.0], [0.0, 1.0], [1.0, 0.0], [1.0, 1.0]])
+    y = Tensor([0, 1, 1, 0])
+    for _ in range(150):
+        opt.zero_grad()
+        loss = l2(l1(x).tanh()).cross_entropy(y)
+        loss.backward()
+        opt.step()
+    assert loss.item() < 0.05
+    assert l2(l1(x).tanh()).argmax(-1).tolist() == [0, 1, 1, 0]
