@@ -114,6 +114,8 @@ class Lowerer:
         if v.is_base:
             return self.base(v, idxs)
         base = v.base
+        if 0 in base.shape:  # nothing to read: a view of an empty base is all padding (its value 0)
+            return self.const(False if v.dtype is dtypes.bool else 0, v.dtype)
         flat, valid = v.st.expr_idxs(idxs)
         if base.op is Ops.CONST and base.buffer is None:
             value = self.const(base.arg, base.dtype)
@@ -172,6 +174,14 @@ def lower(item: ScheduleItem, stored: set[int]) -> Kernel:
         src = r.srcs[0]
         reduce_shape = src.shape
         L.acc = L.emit("ACC", r.dtype, arg=reduce_identity(r.op, r.dtype))
+        if 0 in src.shape:  # an empty reduction: the identity, and no loop to write
+            reduce_shape = ()
+            L.cache.clear()
+            value = L.acc if root is item.reduce else L.base(root, gidx)
+            L.emit("STORE", root.dtype, (out_buf, value), flat_index(gidx, root.shape))
+            for _ in ranges:
+                L.emit("ENDRANGE", None)
+            return Kernel(f"r_{'_'.join(str(n) for n in root.shape)}_empty", root.shape, L.uops, L.buffers, 0, ())
         idxs: list[Node] = []
         inner = []
         for d, n in enumerate(src.shape):

@@ -29,6 +29,10 @@ class CRenderer:
         return CTYPES[dtype.name]
 
     def const(self, value, dtype: DType) -> str:
+        text = self._literal(value, dtype)
+        return f"({text})" if text.startswith("-") else text  # `-` then a negative literal is `--`
+
+    def _literal(self, value, dtype: DType) -> str:
         if dtype is dtypes.bool:
             return "1" if value else "0"
         if dtype.is_int:
