@@ -43,6 +43,16 @@ def stage2(session: nox.Session) -> None:
     optimized(session, "stage2_autograd")
 
 
+@nox.session
+def stage3(session: nox.Session) -> None:
+    """Install stage3, run its own tests and the conformance suite (forward, gradients, models) against it.
+    Kernels compile on first use and are cached under $SITP_CACHE/stage3: a first run compiles
+    thousands of small kernels (about 10 minutes here), a second finds them on disk."""
+    install(session, "test", "torch")
+    session.run("pytest", "-q", "stage3_compiler/tests", "conformance", "--stage", "stage3_compiler",
+                *session.posargs)
+
+
 def optimized(session: nox.Session, stage: str) -> None:
     """The conformance suite once more under `python -O`, which drops asserts: a stage that did work
     inside one would give wrong answers here (the suite's own checks raise without assert).

@@ -181,6 +181,7 @@ def clip_grad_norm_(params, max_norm: float) -> float:
     if not grads:
         return 0.0
     with Tensor.no_grad():
+        Tensor.realize(*grads)  # once, together: each norm below would otherwise recompute the backward graph
         total = math.sqrt(sum(g.cast(dtypes.float64).square().sum().item() for g in grads))
         coef = max_norm / (total + 1e-6)
         if coef < 1:
