@@ -57,6 +57,13 @@ class Optimizer:
     def _update(self, i: int, p: Tensor, g: Tensor) -> Tensor:
         raise NotImplementedError
 
+    @staticmethod
+    def _held(value: float, like: Tensor) -> Tensor:
+        """A number that changes from step to step (a learning rate, a bias correction), held in a
+        one-element buffer instead of being written into the kernel as a constant: the update's
+        kernels are then the same every step and compile once."""
+        return Tensor([value], dtype=like.dtype, device=like.device).reshape(())
+
     def state_dict(self) -> dict[str, Tensor]:
         out = {"step": Tensor(self.steps, dtype=dtypes.int64)}
         for slot, bufs in self.state.items():
@@ -97,7 +104,7 @@ class SGD(Optimizer):
             buf = g if self.steps == 1 else self.state["momentum"][i] * self.momentum + g
             self.state["momentum"][i] = buf
             g = g + buf * self.momentum if self.nesterov else buf
-        return p - g * self.lr
+        return p - g * self._held(self.lr, p)
 
 
 class Adam(Optimizer):
@@ -114,14 +121,14 @@ class Adam(Optimizer):
 
     def _update(self, i, p, g):
         if self.weight_decay and self.decoupled:
-            p = p * (1 - self.lr * self.weight_decay)
+            p = p * self._held(1 - self.lr * self.weight_decay, p)
         elif self.weight_decay:
             g = g + p * self.weight_decay
         m = self.state["m"][i] * self.b1 + g * (1 - self.b1)
         v = self.state["v"][i] * self.b2 + g * g * (1 - self.b2)
         self.state["m"][i], self.state["v"][i] = m, v
         bc1, bc2 = 1 - self.b1**self.steps, 1 - self.b2**self.steps
-        return p - m * (self.lr / bc1) / (v.sqrt() * (1 / math.sqrt(bc2)) + self.eps)
+        return p - m * self._held(self.lr / bc1, p) / (v.sqrt() * self._held(1 / math.sqrt(bc2), p) + self.eps)
 
 
 class AdamW(Adam):
@@ -171,7 +178,7 @@ class Muon(Optimizer):
         rows = p.shape[0]
         cols = p.numel() // max(rows, 1)
         u = newton_schulz(u.reshape(rows, cols), self.ns_steps).reshape(p.shape)
-        return p - u * (self.lr * max(1.0, rows / cols) ** 0.5)
+        return p - u * self._held(self.lr * max(1.0, rows / cols) ** 0.5, p)
 
 
 def clip_grad_norm_(params, max_norm: float) -> float:
