@@ -98,6 +98,7 @@ RULES = {
     # binary (operands already share one shape: broadcasting is an EXPAND before the op)
     Ops.ADD: (lambda g, out, a, b: g, lambda g, out, a, b: g),
     Ops.MUL: (lambda g, out, a, b: g * b, lambda g, out, a, b: g * a),
+    Ops.DIV: (lambda g, out, a, b: g / b, lambda g, out, a, b: -g * out / b),
     # ties split the gradient evenly, as torch's maximum/minimum do
     Ops.MAX: (lambda g, out, a, b: g * ((a > b).cast(g.dtype) + (a == b).cast(g.dtype) * 0.5),
                 lambda g, out, a, b: g * ((b > a).cast(g.dtype) + (a == b).cast(g.dtype) * 0.5)),

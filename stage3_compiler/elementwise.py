@@ -69,8 +69,6 @@ class ElementwiseMixin(TensorCore):
             return record(self._make(a.lazydata.alu(op, b.lazydata)), op, (a, b))
         if op is Ops.SUB:
             return a + -b
-        if op is Ops.DIV:
-            return a * b.reciprocal()
         if op is Ops.CMPLE:
             return (a < b) | (a == b)
         if op is Ops.MIN:  # floats: -max(-a, -b) keeps max's NaN and tie rules; ints: ~ reverses the order

@@ -92,9 +92,11 @@ ARG = frozenset({Ops.ARGMAX, Ops.ARGMIN})
 MOVEMENT = frozenset({Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.SHRINK, Ops.FLIP, Ops.PAD, Ops.CAT, Ops.INDEX})
 
 
-# The IR: what a lazy graph may hold. AND/OR/XOR are the bitwise ops of ints and bools, and
-# REDUCE_MUL is prod's reduction (tinygrad keeps it too): the only additions to DESIGN.md's list.
-IR_ELEMENTWISE = frozenset({Ops.ADD, Ops.MUL, Ops.MAX, Ops.NEG, Ops.RECIP, Ops.EXP2, Ops.LOG2, Ops.SQRT,
+# The IR: what a lazy graph may hold. AND/OR/XOR are the bitwise ops of ints and bools, REDUCE_MUL
+# is prod's reduction (tinygrad keeps it too), and DIV is float division, correctly rounded as numpy's
+# (x * RECIP(y) rounds twice, and the mean of [-36] / 5 came out one ulp off): the only additions
+# to DESIGN.md's list.
+IR_ELEMENTWISE = frozenset({Ops.ADD, Ops.MUL, Ops.DIV, Ops.MAX, Ops.NEG, Ops.RECIP, Ops.EXP2, Ops.LOG2, Ops.SQRT,
                             Ops.SIN, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.WHERE, Ops.CAST, Ops.AND, Ops.OR,
                             Ops.XOR})
 IR_REDUCE = frozenset({Ops.REDUCE_ADD, Ops.REDUCE_MAX, Ops.REDUCE_MUL})

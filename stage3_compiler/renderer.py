@@ -79,6 +79,8 @@ class CRenderer:
             return f"({a[0]}+{a[1]})"
         if op is Ops.MUL:
             return f"({a[0]}*{a[1]})"
+        if op is Ops.DIV:
+            return f"({a[0]}/{a[1]})"
         raise NotImplementedError(f"render: no C for {op.name}")
 
     def update(self, op: Ops, dtype: DType, acc: str, value: str) -> str:
