@@ -1,0 +1,84 @@
+"""stage3's kernel counts per realize for the graphs the compiler issue names, and the time of a
+warm nanoGPT CPU-config training step against stage2's, each stage in this one process on one
+thread (the stages share no thread pool: stage3's kernels are single-threaded).
+
+    OMP_NUM_THREADS=1 python -m benchmarks.stage3_fusion > benchmarks/results/stage3_fusion.txt
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from common.models.gpt import GPT, GPTConfig
+from common.stages import load_stage
+
+
+def kernel_counts(s3) -> dict[str, int]:
+    T, counters, rng = s3.Tensor, s3.GlobalCounters, np.random.default_rng(0)
+
+    def rand(*shape):
+        return T(rng.standard_normal(shape).astype(np.float32))
+
+    def count(out) -> int:
+        counters.reset()
+        out.realize()
+        return counters.kernel_count
+
+    x, y, t = rand(64, 65), rand(64, 65), T(rng.integers(0, 65, (64,)))
+    q, k, v, w, b = rand(2, 4, 16, 8), rand(2, 4, 16, 8), rand(2, 4, 16, 8), rand(65, 32), rand(32)
+    out = {"elementwise chain (7 ops)": count(((x * y + 1).exp() * x - y).sqrt().relu() * 2 + x),
+           "(x*y).sum()": count((x * y).sum()), "softmax": count(x.softmax(-1)), "layernorm": count(x.layernorm()),
+           "cross_entropy": count(x.cross_entropy(t)),
+           "causal attention": count(q.scaled_dot_product_attention(k, v, is_causal=True)),
+           "relu(x @ w + b)": count((x @ w + b).relu())}
+    p = rand(32, 16).requires_grad_()
+    opt = s3.optim.AdamW([p], lr=1e-3, weight_decay=0.1)
+    p.grad = rand(32, 16)
+    counters.reset()
+    opt.step()
+    out["AdamW step, one parameter"] = counters.kernel_count
+    return out
+
+
+def step_time(stage, steps: int = 3) -> tuple[float, int | None]:
+    """Median seconds of a warm nanoGPT CPU-config step (forward, backward, clip, AdamW), and for
+    stage3 its kernel count."""
+    T = stage.Tensor
+    T.manual_seed(0)
+    model = GPT(stage, GPTConfig(block_size=64, vocab_size=78, n_layer=4, n_head=4, n_embd=128, dropout=0.0))
+    opt = stage.optim.AdamW(stage.nn.state.get_parameters(model), lr=1e-3, weight_decay=0.1)
+    rng = np.random.default_rng(0)
+    times, kernels = [], None
+    for i in range(steps + 1):
+        x, y = T(rng.integers(0, 78, (12, 64))), T(rng.integers(0, 78, (12, 64)))
+        counters = getattr(stage, "GlobalCounters", None)
+        if counters:
+            counters.reset()
+        start = time.perf_counter()
+        loss = model.loss(x, y)
+        loss.backward()
+        loss.item()
+        stage.optim.clip_grad_norm_(opt.params, 1.0)
+        opt.step()
+        opt.zero_grad()
+        if i:  # the first step compiles (stage3) and warms the caches
+            times.append(time.perf_counter() - start)
+        kernels = counters.kernel_count if counters else None
+    return float(np.median(times)), kernels
+
+
+def main() -> None:
+    s2, s3 = load_stage(2), load_stage(3)
+    print("stage3 kernels per realize:")
+    for name, n in kernel_counts(s3).items():
+        print(f"  {name:<28} {n}")
+    t2, _ = step_time(s2)
+    t3, kernels = step_time(s3)
+    print("nanoGPT CPU-config step (4 layers, 128 wide, batch 12 x 64), median of 3 warm steps, one thread:")
+    print(f"  stage2 {t2 * 1e3:.1f} ms, stage3 {t3 * 1e3:.1f} ms ({t3 / t2:.1f}x), stage3 kernels per step {kernels}")
+
+
+if __name__ == "__main__":
+    main()
