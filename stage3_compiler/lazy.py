@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from .debug import callsite
 from .dtype import DType, dtypes
 from .ops import IR_ELEMENTWISE, IR_REDUCE, Ops
 from .shapetracker import ShapeTracker
@@ -33,6 +34,7 @@ class LazyBuffer:
             self.op, self.arg, self.srcs = op, arg, srcs
             self.buffer = None
             self.forced = False  # realize this node even when it could be fused (contiguous, assign)
+            self.site = callsite()  # (file, line) of the user's code that made it, for errors (debug.py)
 
     # ---- what it is ----
 

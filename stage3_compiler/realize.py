@@ -12,12 +12,13 @@ import ctypes
 import os
 import time
 
+from . import debug
 from .buffer import Buffer
 from .lazy import LazyBuffer, numel
 from .lower import lower
 from .ops import Ops
 from .renderer import CRenderer
-from .runtime import compile_c
+from .runtime import CompileError, compile_c
 from .schedule import ScheduleItem, create_schedule
 
 
@@ -47,13 +48,17 @@ def run_item(item: ScheduleItem, stored: set[int]) -> None:
         return
     kernel = lower(item, stored)
     source = RENDERER.render(kernel)
-    fn = compile_c(source, kernel.name)
+    try:
+        fn = compile_c(source, kernel.name)
+    except CompileError as err:  # debug.py: say which kernel, its UOps and the user's line that built it
+        raise debug.compile_error(err, kernel, root, stored) from err
     args = [ctypes.c_void_p(b.base.buffer.address) for b in kernel.buffers]
     start = time.perf_counter()
     fn(*args)
     elapsed = time.perf_counter() - start
     iterations = numel(kernel.reduce_shape or kernel.shape)
     nbytes = sum(numel(b.shape) * b.dtype.itemsize for b in kernel.buffers)
+    debug.kernel_ran(kernel, root, stored)  # debug.py: NANCHECK, and kernel names for GRAPH
     GlobalCounters.kernel_count += 1
     GlobalCounters.global_ops += kernel.ops * iterations
     GlobalCounters.global_mem += nbytes
@@ -77,6 +82,8 @@ def realize(outs: list[LazyBuffer]) -> None:
     start, count = time.perf_counter(), GlobalCounters.kernel_count
     for item in items:
         run_item(item, stored)
+    if debug.enabled("GRAPH"):  # debug.py: before the computed bases forget their sources
+        debug.write_graphs(outs, items, stored)
     for item in items:
         item.root.op, item.root.srcs, item.root.arg = Ops.BUFFER, (), None
     if debug_level() >= 1 and items:

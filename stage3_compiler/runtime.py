@@ -35,7 +35,15 @@ def compiler() -> str:
 def flags() -> list[str]:
     native = subprocess.run([compiler(), "-march=native", "-x", "c", "-c", "-o", os.devnull, "-"],
                             input=b"int x;", capture_output=True).returncode == 0
-    return FLAGS + (["-march=native"] if native else [])
+    return FLAGS + (["-march=native"] if native else []) + sanitize_flags()
+
+
+def sanitize_flags() -> list[str]:
+    """SITP_SANITIZE=address builds every kernel with AddressSanitizer (Python must run with libasan
+    preloaded, as `nox -s asan` does); the flags key the disk cache, so both builds live side by side."""
+    if os.environ.get("SITP_SANITIZE") == "address":
+        return ["-fsanitize=address", "-fno-omit-frame-pointer", "-g"]
+    return []
 
 
 @functools.cache
