@@ -7,8 +7,11 @@ Checks every ``.cu`` under stage2_autograd/cuda/ (for the arch its header's ``ar
 sm_80 when it names none) and every kernel of the runtime catalogue of
 stage2_autograd/cuda/elementwise_src.py, bundled into one translation unit per kernel kind.
 The generator is loaded from its file, not imported through the package, so tooling never runs
-a stage's import-time work. nvcc alone leaves inline asm unchecked (it is pasted into the PTX
-verbatim); ptxas reads it. Exit status 0 when everything compiles, 1 otherwise, 2 without nvcc.
+a stage's import-time work. stage3 has no catalogue of its own (it renders each kernel from a
+graph), so one is made here: the kernels of a list of graphs (STAGE3_GRAPHS), lowered and rendered
+by stage3's CUDARenderer without running anything, plus its device's fixed kernels, in one
+translation unit. nvcc alone leaves inline asm unchecked (it is pasted into the PTX verbatim);
+ptxas reads it. Exit status 0 when everything compiles, 1 otherwise, 2 without nvcc.
 """
 
 from __future__ import annotations
@@ -43,6 +46,53 @@ def source_arch(text: str) -> str:
     return found.group(1) if found else DEFAULT_ARCH
 
 
+def _stage3_graphs(T, np, dtypes) -> list:
+    """Graphs whose kernels cover what stage3's renderer writes: each dtype through the elementwise
+    ops, casts and reductions; views that pad (clamped loads) and flip; non-finite constants;
+    one-element and upcast reductions; the composites (softmax, layernorm, conv2d, attention)."""
+    f = T(np.linspace(-2, 2, 24, dtype=np.float32).reshape(4, 6))
+    graphs = []
+    for dt in (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.int64, dtypes.bool):
+        x = f.cast(dt)
+        graphs += [x + x, x * x.T.T, x.maximum(x.flip(1)), (x < x.flip(0)).where(x, x.flip(1)), x == x.flip(1),
+                   x.sum(1), x.max(0), x.sum(), x.prod(1), x.pad(((1, 1), (2, 0))), x.cumsum(1), x.argmax(1)]
+        graphs += [x.cast(other) for other in (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.int64, dtypes.bool)
+                   if other is not dt]
+        if dt.is_float:
+            graphs += [x.exp(), x.log(), x.sqrt(), x.sin(), x.cos(), x.tanh(), x.gelu(), x / x.flip(0), x.reciprocal(),
+                       x.softmax(-1), x.layernorm(), x.logsumexp(1), (x > 0).where(x, float("-inf")).max(1),
+                       (x > 0).where(x, float("nan")), x @ x.T, x.reshape(1, 1, 4, 6).conv2d(x.reshape(4, 1, 2, 3)[:2]),
+                       x.reshape(1, 1, 4, 6).max_pool2d()]
+        else:
+            graphs += [x & x.flip(1), x | x.flip(0), x ^ x]
+    q = f.reshape(1, 4, 6)
+    graphs.append(q.scaled_dot_product_attention(q, q, is_causal=True))
+    return graphs
+
+
+def stage3_sources() -> list[str]:
+    """CUDA C of every kernel of _stage3_graphs, renamed apart (two graphs can give kernels of one
+    name), and the device's fixed kernels (the random stream, iota)."""
+    import numpy as np
+
+    from stage3_compiler import Tensor, dtypes
+    from stage3_compiler.cuda.renderer import CUDARenderer
+    from stage3_compiler.cuda.runtime import FIXED_SOURCE
+    from stage3_compiler.lower import lower
+    from stage3_compiler.schedule import create_schedule
+
+    renderer, sources = CUDARenderer(), {}
+    for graph in _stage3_graphs(Tensor, np, dtypes):
+        items = create_schedule([graph.lazydata])
+        stored = {id(item.root) for item in items}
+        for item in items:
+            kernel = lower(item, stored)
+            text = renderer.render(kernel)
+            sources.setdefault(text, f"{kernel.name}_k{len(sources)}")
+    renamed = [text.replace(f" {name.rsplit('_k', 1)[0]}(", f" {name}(", 1) for text, name in sources.items()]
+    return [*renamed, FIXED_SOURCE]
+
+
 def jobs(workdir: Path) -> list[tuple[str, Path, str]]:
     """(label, .cu path, arch) for every hand-written source and one bundle per generated kind."""
     out = [(str(p.relative_to(ROOT)), p, source_arch(p.read_text())) for p in sorted(CUDA_DIR.rglob("*.cu"))]
@@ -55,6 +105,10 @@ def jobs(workdir: Path) -> list[tuple[str, Path, str]]:
         path = workdir / f"generated_{kind}.cu"
         path.write_text("\n".join(texts))
         out.append((f"generated {kind} ({len(texts)} kernels)", path, DEFAULT_ARCH))
+    stage3 = stage3_sources()
+    path = workdir / "stage3_generated.cu"
+    path.write_text("\n".join(stage3))
+    out.append((f"stage3 generated ({len(stage3) - 1} kernels and the fixed ones)", path, DEFAULT_ARCH))
     return out
 
 

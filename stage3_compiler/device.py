@@ -1,18 +1,22 @@
 """Devices: where a tensor's memory lives, and so which kernels compute on it.
 
 A tensor's Buffer decides everything device-specific: the CPU's Buffer (buffer.py) holds cffi
-memory and its `kernels` are the C kernels' `lib`. An op asks its operand `x._buf.kernels` for the
+memory and its `kernels` are the C kernels' `lib`; the cuda Buffer (cuda/buffer.py) holds GPU
+memory hosted by CuPy and its `kernels` are the cuda runtime (cuda/runtime.py), an object with the
+same kernel names and signatures as `lib`. An op asks its operand `x._buf.kernels` for the
 kernel and never asks which device it is on, so a later stage adds a device as new files (its
 Buffer, its kernel table) and one entry here, and no op changes.
 
-`Device.DEFAULT` (tinygrad's name) is where a tensor goes when no device is named. Every kernel
+`Device.DEFAULT` (tinygrad's name) is where a tensor goes when no device is named; setting it to
+"CUDA" moves a whole program, model parameters included, onto the GPU. CuPy is imported only when
+the first cuda tensor is made, so the CPU works without CuPy or a GPU. Every kernel
 returns a status, and `check` turns a nonzero one into an exception: a kernel call is never the
 expression of an `assert`, which `python -O` would skip.
 """
 
 from __future__ import annotations
 
-ALIASES = {"cpu": "CPU", "clang": "CPU", "c": "CPU"}
+ALIASES = {"cpu": "CPU", "clang": "CPU", "c": "CPU", "cuda": "CUDA", "gpu": "CUDA", "cuda:0": "CUDA"}
 
 
 class Device:
@@ -20,7 +24,7 @@ class Device:
 
 
 def canonical(op: str, device: str | None) -> str:
-    """The device's name as Tensor.device spells it ("CPU"); None means Device.DEFAULT."""
+    """The device's name as Tensor.device spells it ("CPU", "CUDA"); None means Device.DEFAULT."""
     if device is None:
         device = Device.DEFAULT
     name = ALIASES.get(str(device).lower())
@@ -31,12 +35,18 @@ def canonical(op: str, device: str | None) -> str:
 
 
 def buffer_class(op: str, device: str) -> type:
-    """The Buffer class of a canonical device (imported here: buffer.py itself uses `check`)."""
+    """The Buffer class of a canonical device (imported here: buffer.py itself uses `check`); for
+    CUDA this starts the cuda runtime (CuPy) once, and raises RuntimeError saying what is missing
+    when CuPy or a GPU is not there."""
     if device == "CPU":
         from .buffer import Buffer
 
         return Buffer
-    raise RuntimeError(f"{op}: device {device!r} has no memory in this stage")
+    from .cuda.buffer import CudaBuffer
+    from .cuda.runtime import runtime
+
+    runtime(op)  # raises here, naming the op, rather than at the first kernel
+    return CudaBuffer
 
 
 def check_same(op: str, *tensors) -> None:

@@ -8,17 +8,15 @@ buffers and call it. `GlobalCounters` counts what ran; `DEBUG` shows it:
 
 from __future__ import annotations
 
-import ctypes
 import os
 import time
 
 from . import debug
-from .buffer import Buffer
+from .device import buffer_class
 from .lazy import LazyBuffer, numel
 from .lower import lower
 from .ops import Ops
-from .renderer import CRenderer
-from .runtime import CompileError, compile_c
+from .runtime import CompileError
 from .schedule import ScheduleItem, create_schedule
 
 
@@ -38,23 +36,22 @@ def debug_level() -> int:
     return int(os.environ.get("DEBUG", "0") or 0)
 
 
-RENDERER = CRenderer()
-
-
 def run_item(item: ScheduleItem, stored: set[int]) -> None:
     root = item.root
-    root.buffer = Buffer(numel(root.shape) * root.dtype.itemsize)
+    root.buffer = buffer_class("realize", root.device)(numel(root.shape) * root.dtype.itemsize)
+    # The device seam: the output buffer's `kernels` render, compile and launch for its device
+    # (runtime.py's HostKernels on the CPU, cuda/runtime.py's Runtime on the GPU).
+    device = root.buffer.kernels
     if numel(root.shape) == 0:
         return
     kernel = lower(item, stored)
-    source = RENDERER.render(kernel)
+    source = device.renderer.render(kernel)
     try:
-        fn = compile_c(source, kernel.name)
+        fn = device.compile(source, kernel.name)
     except CompileError as err:  # debug.py: say which kernel, its UOps and the user's line that built it
         raise debug.compile_error(err, kernel, root, stored) from err
-    args = [ctypes.c_void_p(b.base.buffer.address) for b in kernel.buffers]
     start = time.perf_counter()
-    fn(*args)
+    device.launch(fn, kernel, [b.base.buffer for b in kernel.buffers])  # on a GPU: the launch, not the run
     elapsed = time.perf_counter() - start
     iterations = numel(kernel.reduce_shape or kernel.shape)
     nbytes = sum(numel(b.shape) * b.dtype.itemsize for b in kernel.buffers)

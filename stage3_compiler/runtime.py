@@ -110,7 +110,23 @@ void iota(long long *out, long long n) {
 
 
 class HostKernels:
-    """What random.py and Tensor._iota call on a Buffer's `kernels`, with the earlier stages' signatures."""
+    """The CPU's side of the device seam, found as a Buffer's `kernels`: what realize asks of a device
+    (a renderer, `compile`, `launch`; cuda/runtime.py answers the same on the GPU) and what random.py
+    and Tensor._iota call, with the earlier stages' signatures."""
+
+    @functools.cached_property
+    def renderer(self):
+        # imported on first use: renderer.py -> lower.py -> lazy.py -> debug.py lead back here
+        from .renderer import CRenderer
+
+        return CRenderer()
+
+    def compile(self, source: str, name: str) -> ctypes._CFuncPtr:
+        return compile_c(source, name)
+
+    def launch(self, fn: ctypes._CFuncPtr, kernel, buffers: list) -> None:
+        """One call runs the whole kernel: its loops are in the C. buffers: output first, as the kernel's."""
+        fn(*[ctypes.c_void_p(b.address) for b in buffers])
 
     def rand_uniform(self, dtype: int, out: int, n: int, seed: int, counter: int) -> int:
         name = {3: "rand_f32", 4: "rand_f64"}.get(dtype)

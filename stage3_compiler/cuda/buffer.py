@@ -1,0 +1,38 @@
+"""Memory on the cuda device: the GPU twin of buffer.py, with the same methods.
+
+`address` is a device address (an int): only kernels on the device read through it. numpy
+appears only at the door, as on the CPU: an array is copied in, bytes are copied out.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..dtype import DType
+from .runtime import runtime
+
+
+class CudaBuffer:
+    __slots__ = ("nbytes", "mem", "address", "kernels")
+
+    def __init__(self, nbytes: int):
+        self.kernels = runtime()  # the device's renderer, compiler, launcher and fixed kernels
+        self.nbytes = nbytes
+        self.mem = self.kernels.backend.alloc(max(nbytes, 1))  # keeps the memory alive
+        self.address = int(self.mem.ptr)
+
+    def ptr(self, offset: int, dtype: DType) -> int:
+        """The device address of element `offset` (in elements of dtype)."""
+        return self.address + offset * dtype.itemsize
+
+    @staticmethod
+    def from_numpy(arr: np.ndarray) -> CudaBuffer:
+        arr = np.ascontiguousarray(arr)
+        buf = CudaBuffer(arr.nbytes)
+        buf.kernels.backend.upload(buf.address, arr.reshape(-1).view(np.uint8))
+        return buf
+
+    def to_numpy(self, offset: int, count: int, dtype: DType) -> np.ndarray:
+        """A host copy of `count` contiguous elements starting at element `offset`."""
+        raw = self.kernels.backend.download(self.ptr(offset, dtype), count * dtype.itemsize)
+        return raw.view(dtype.np)

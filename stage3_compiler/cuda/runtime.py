@@ -1,0 +1,121 @@
+"""The cuda runtime: what realize asks of a device (a renderer, `compile`, `launch`) and what a
+Buffer's `kernels` answer (the random stream and iota), on a backend that owns memory, compilation
+and launches:
+
+    alloc(nbytes) -> object with .ptr     upload(ptr, array)        download(ptr, nbytes) -> uint8 array
+    function(name, source) -> f           f(grid, block, args)      args: numpy scalars, pointers as uint64
+
+`CupyBackend` (backend.py) is the real one. Tests may install another with `use_backend` before
+the first cuda tensor is made: the CPU emulator of common/cuda_emulation.py compiles the same
+sources with g++ and runs them as one thread on host memory, which is how CI checks this device
+without a GPU. A program is compiled once per source in a process (a dict here) and once per
+machine (CuPy's kernel cache on disk, or the emulator's).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..lower import Kernel
+from ..runtime import CompileError
+from .renderer import CUDARenderer, output_size
+
+THREADS = 128  # per block for the grid-stride kernels; any grid is correct, this one is ordinary
+MAX_BLOCKS = 65535  # enough blocks to fill any GPU; the grid-stride loops cover the rest
+
+# The CPU's two fixed kernels (runtime.py's HOST_SOURCE), the same numbers, each thread its entries.
+FIXED_SOURCE = r"""
+__device__ __forceinline__ unsigned long long mix64(unsigned long long z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+#define GRID_STRIDE(i, n) \
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (long long)blockDim.x * gridDim.x)
+extern "C" __global__ void rand_f32(float *out, long long n, unsigned long long seed, unsigned long long counter) {
+  unsigned long long key = mix64(seed);
+  GRID_STRIDE(i, n)
+    out[i] = (float)(mix64(key + (counter + (unsigned long long)i + 1) * 0x9e3779b97f4a7c15ULL) >> 40) * 0x1p-24f;
+}
+extern "C" __global__ void rand_f64(double *out, long long n, unsigned long long seed, unsigned long long counter) {
+  unsigned long long key = mix64(seed);
+  GRID_STRIDE(i, n)
+    out[i] = (double)(mix64(key + (counter + (unsigned long long)i + 1) * 0x9e3779b97f4a7c15ULL) >> 11) * 0x1p-53;
+}
+extern "C" __global__ void iota(long long *out, long long n) {
+  GRID_STRIDE(i, n) out[i] = i;
+}
+"""
+RAND = {3: "rand_f32", 4: "rand_f64"}  # dtype code (dtype.py) -> kernel
+
+
+class Runtime:
+    def __init__(self, backend):
+        self.backend = backend
+        self.renderer = CUDARenderer()
+        self._functions: dict[tuple[str, str], object] = {}
+
+    # ---- what realize asks of a device ----
+
+    def compile(self, source: str, name: str):
+        """The kernel `name` of a CUDA source, compiled once per process."""
+        fn = self._functions.get((source, name))
+        if fn is None:
+            try:
+                fn = self.backend.function(name, source)
+            except Exception as e:  # NVRTC and g++ each raise their own error type
+                raise CompileError(f"compile of kernel {name} failed ({self.backend.name}): {e}\n"
+                                   f"--- source ---\n{source}") from e
+            self._functions[(source, name)] = fn
+        return fn
+
+    def launch(self, fn, kernel: Kernel, buffers: list) -> None:
+        """Run a rendered kernel over its output: buffers in the kernel's argument order (output first)."""
+        self._launch(fn, output_size(kernel), [np.uint64(b.address) for b in buffers])
+
+    def _launch(self, fn, n: int, args: list) -> None:
+        if n > 0:  # a grid of zero blocks is an error in CUDA; nothing to do anyway
+            fn((min(-(-n // THREADS), MAX_BLOCKS), 1, 1), (THREADS, 1, 1), args)
+
+    # ---- a Buffer's fixed kernels (random.py, Tensor._iota), with the CPU's signatures ----
+
+    def rand_uniform(self, dtype: int, out: int, n: int, seed: int, counter: int) -> int:
+        name = RAND.get(dtype)
+        if name is None:
+            return -1
+        self._launch(self.compile(FIXED_SOURCE, name), n, [np.uint64(out), np.int64(n), np.uint64(seed),
+                                                           np.uint64(counter)])
+        return 0
+
+    def iota(self, out: int, n: int) -> int:
+        self._launch(self.compile(FIXED_SOURCE, "iota"), n, [np.uint64(out), np.int64(n)])
+        return 0
+
+
+_state: dict = {"runtime": None, "backend": None}
+
+
+def use_backend(backend) -> None:
+    """Run the cuda device on `backend` (tests install the CPU emulator this way). Only before the
+    first cuda tensor: tensors made on one backend's memory mean nothing to another. Asking again
+    for the kind of backend already running (the same .name) keeps the running one."""
+    current = _state["runtime"]
+    if current is not None:
+        if current.backend.name != backend.name:
+            raise RuntimeError(f"cuda: the {current.backend.name} backend is already in use; "
+                               "choose one before the first cuda tensor")
+        return
+    _state["backend"] = backend
+
+
+def runtime(op: str = "cuda") -> Runtime:
+    """The process's Runtime, started on first use (CupyBackend unless use_backend chose another)."""
+    rt = _state["runtime"]
+    if rt is None:
+        backend = _state["backend"]
+        if backend is None:
+            from .backend import CupyBackend
+
+            backend = CupyBackend(op)
+        rt = _state["runtime"] = Runtime(backend)
+    return rt

@@ -1,0 +1,312 @@
+"""The cuda device: the CUDA renderer's output, tensors on the device, moves between devices, and
+the error contract.
+
+The renderer tests need no device: they check the CUDA C the renderer writes, and run a rendered
+kernel under a grid of several blocks and threads on the CPU (every (block, thread) in turn, with
+g++), which is what the one-thread emulator cannot show. The device tests run on the CPU emulator
+when SITP_CUDA_BACKEND=emulate (the same CUDA source built with g++, common/cuda_emulation.py), on
+CuPy and a GPU where there is one, and skip with the reason otherwise. The op-by-op check of the
+device is the conformance suite's (`CUDA` in its ids).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from .. import Device, GlobalCounters, Tensor, dtypes, nn, optim
+from ..cuda.renderer import CUDARenderer, index_lines, split_output_loops
+from ..lower import lower
+from ..runtime import CompileError
+from ..schedule import create_schedule
+
+REPO = Path(__file__).resolve().parents[2]
+STAGE = Path(__file__).resolve().parents[1].name
+
+
+@pytest.fixture(scope="module")
+def cuda() -> str:
+    """The device name, once the device works here (real or emulated); else a skip saying why."""
+    if os.environ.get("SITP_CUDA_BACKEND") == "emulate":
+        sys.path.insert(0, str(REPO))
+        from common.cuda_emulation import EmulatedBackend
+
+        from ..cuda import runtime
+
+        runtime.use_backend(EmulatedBackend())
+    try:
+        Tensor([0.0], device="cuda")
+    except RuntimeError as e:
+        pytest.skip(f"no cuda device here ({e}); SITP_CUDA_BACKEND=emulate runs it on the CPU emulator")
+    return "cuda"
+
+
+def _run(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          cwd=REPO, env={**os.environ, "SITP_CUDA_BACKEND": ""}, timeout=300)
+
+
+def _kernel(t: Tensor):
+    """The last kernel of t's schedule, lowered (on the CPU: rendering needs no device)."""
+    items = create_schedule([t.lazydata])
+    return lower(items[-1], {id(i.root) for i in items})
+
+
+# ---- the renderer: no device needed ----
+
+
+def test_a_kernel_is_declared_for_the_gpu_and_walks_its_output_by_grid_stride():
+    x = Tensor(np.ones((3, 4, 5), np.float32))
+    source = CUDARenderer().render(_kernel((x.permute(2, 0, 1) * 2).exp2()))
+    assert 'extern "C" __global__ void E_5_3_4(' in source
+    assert "#include" not in source and "restrict __restrict__" in source
+    assert "gid < 60; gid += (long long)blockDim.x * gridDim.x" in source
+    assert "long long gidx0 = gid / 12;" in source and "long long gidx2 = gid % 4;" in source
+    assert "exp2f(" in source
+
+
+def test_index_lines_recover_every_loop_index():
+    loops = [("gidx0", 2), ("gidx1", 3), ("gidx2", 4)]
+    lines = [line.strip() for line in index_lines(loops, "")]
+    assert lines == ["long long gidx0 = gid / 12;", "long long gidx1 = (gid / 4) % 3;", "long long gidx2 = gid % 4;"]
+    seen = set()
+    for gid in range(24):  # the C expressions read as Python on non-negative ints
+        scope = {"gid": gid}
+        for line in lines:
+            name, value = line.removeprefix("long long ").rstrip(";").split(" = ")
+            scope[name] = eval(value.replace("/", "//"), {}, scope)
+        seen.add((scope["gidx0"], scope["gidx1"], scope["gidx2"]))
+    assert seen == {(i, j, k) for i in range(2) for j in range(3) for k in range(4)}
+
+
+def test_reduce_loops_stay_inside_the_thread():
+    x = Tensor(np.ones((5, 7), np.float32))  # odd sizes: no axis is upcast (lower.py), one loop per dim
+    kernel = _kernel(x.sum(1))
+    loops, body = split_output_loops(kernel.uops)
+    assert loops == [("gidx0", 5)]
+    assert [u.arg[0] for u in body if u.op == "RANGE"] == ["ridx1"]
+    assert sum(u.op == "ENDRANGE" for u in body) == 1
+    assert "for (long long ridx1 = 0; ridx1 < 7; ridx1++) {" in CUDARenderer().render(kernel)
+
+
+def test_one_output_element_is_computed_by_one_thread():
+    source = CUDARenderer().render(_kernel(Tensor(np.ones(9, np.float32)).sum()))
+    assert "gid < 1;" in source  # every other thread of the grid skips the loop
+
+
+def test_non_finite_constants_are_bit_patterns():
+    r = CUDARenderer()
+    assert r.const(float("inf"), dtypes.float32) == "__int_as_float(0x7f800000)"
+    assert r.const(float("-inf"), dtypes.float32) == "(-__int_as_float(0x7f800000))"
+    assert r.const(float("nan"), dtypes.float32) == "__int_as_float(0x7fc00000)"
+    assert r.const(float("-inf"), dtypes.float64) == "(-__longlong_as_double(0x7ff0000000000000LL))"
+    assert r.const(1.5, dtypes.float32) == "0x1.8000000000000p+0f"  # finite ones are C's hex literals
+
+
+GRID_SHIM = """#include <cmath>
+#include <cstring>
+struct sitp_dim3 { unsigned x, y, z; };
+static sitp_dim3 blockIdx, threadIdx, blockDim, gridDim;
+#define __global__
+static inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
+"""
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ to build the kernel")
+def test_a_rendered_kernel_under_a_grid_of_many_threads_writes_each_output_once(tmp_path):
+    """3 blocks of 4 threads over 5 x 7 outputs: each thread strides over its share; together they
+    must write every entry exactly once (the data counts the writes)."""
+    x = Tensor(np.zeros((5, 7), np.float32))
+    kernel = _kernel((x + 1).contiguous())
+    source = CUDARenderer().render(kernel).replace("data0[gidx0*7+gidx1] = v", "data0[gidx0*7+gidx1] += v")
+    driver = ("\nextern \"C\" void run(float *out, const float *x) {\n"
+              "  gridDim = {3, 1, 1}; blockDim = {4, 1, 1};\n"
+              "  for (unsigned b = 0; b < 3; b++) for (unsigned t = 0; t < 4; t++) {\n"
+              f"    blockIdx = {{b, 0, 0}}; threadIdx = {{t, 0, 0}}; {kernel.name}(out, x);\n  }}\n}}\n")
+    if "+= v" not in source:
+        pytest.fail(f"the store line changed; the test needs a new way to count writes:\n{source}")
+    (tmp_path / "k.cpp").write_text(GRID_SHIM + source + driver)
+    subprocess.run(["g++", "-std=c++17", "-shared", "-fPIC", "-o", str(tmp_path / "k.so"), str(tmp_path / "k.cpp")],
+                   check=True)
+    out, zeros = np.zeros(35, np.float32), np.zeros(35, np.float32)
+    ctypes.CDLL(str(tmp_path / "k.so")).run(ctypes.c_void_p(out.ctypes.data), ctypes.c_void_p(zeros.ctypes.data))
+    assert out.tolist() == [1.0] * 35
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (nox -s ptx compiles the catalogue)")
+def test_rendered_kernels_compile_to_ptx(tmp_path):
+    x = Tensor(np.ones((4, 6), np.float32))
+    kernels = [_kernel(x.softmax(-1)), _kernel((x < 0).where(float("-inf"), x).max(0)),
+               _kernel(x.cast(dtypes.int64) * 3), _kernel(x.pad(((1, 1), (0, 0))).sum(0))]
+    path = tmp_path / "kernels.cu"
+    # one translation unit: kernels renamed apart (two may share a name), the prelude repeated identically
+    path.write_text("\n".join(CUDARenderer().render(k).replace(f" {k.name}(", f" {k.name}_{i}(")
+                              for i, k in enumerate(kernels)))
+    done = subprocess.run(["nvcc", "-ptx", "-arch=sm_80", "--std=c++17", "-o", str(tmp_path / "k.ptx"), str(path)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+# ---- no device needed: what a machine without CuPy sees ----
+
+
+def test_the_cpu_needs_neither_cupy_nor_a_gpu():
+    done = _run(f"""
+        import sys
+        import {STAGE} as s
+        x = s.Tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+        (x @ x).sum().backward()
+        assert x.device == "CPU" and x.grad.tolist() == [[7.0, 11.0], [9.0, 13.0]]
+        assert "cupy" not in sys.modules, "CuPy was imported by the CPU path"
+    """)
+    assert done.returncode == 0, done.stderr
+
+
+def test_cuda_without_cupy_says_what_to_install():
+    done = _run(f"""
+        import sys
+        sys.modules["cupy"] = None  # what an environment without CuPy looks like to `import cupy`
+        import {STAGE} as s
+        try:
+            s.Tensor([1.0], device="cuda")
+        except RuntimeError as e:
+            print(e)
+        else:
+            raise SystemExit("no error")
+    """)
+    assert done.returncode == 0, done.stderr
+    assert "CuPy" in done.stdout and "pip install -e '.[cuda]'" in done.stdout and "Tensor" in done.stdout
+
+
+def test_an_unknown_device_is_refused():
+    with pytest.raises(RuntimeError, match=r"Tensor: device 'tpu' is not available.*\['cpu', 'cuda'\]"):
+        Tensor([1.0], device="tpu")
+    with pytest.raises(RuntimeError, match=r"to: device 'metal'"):
+        Tensor([1.0]).to("metal")
+
+
+# ---- on the device ----
+
+
+def test_device_names_and_moves(cuda):
+    host = np.arange(6, dtype=np.float32).reshape(2, 3)
+    x = Tensor(host, device=cuda)
+    assert x.device == "CUDA" and Tensor(host).device == "CPU" and Tensor(host, device="gpu").device == "CUDA"
+    back = x.to("cpu")
+    assert back.device == "CPU" and back.tolist() == host.tolist()
+    assert x.to("cuda") is x and back.to("CPU") is back
+    assert Tensor(back, device=cuda).device == "CUDA" and Tensor(x).device == "CUDA"
+    assert x.T.to("cpu").tolist() == host.T.tolist()  # a view moves as its values
+    assert repr(x) == "<Tensor (2, 3) float32 on CUDA>"
+
+
+def test_mixing_devices_raises_at_the_op_naming_both(cuda):
+    a, b = Tensor.ones(2, 3, device=cuda), Tensor.ones(3)
+    before = GlobalCounters.kernel_count
+    for op, call in (("add", lambda: a + b), ("matmul", lambda: a @ Tensor.ones(3, 2)),
+                     ("where", lambda: (b > 0).where(a, 0.0)), ("cat", lambda: a.cat(Tensor.ones(2, 3)))):
+        with pytest.raises(RuntimeError, match=rf"{op}: .*CUDA \(2, 3\).*CPU|{op}: .*CPU.*CUDA \(2, 3\)"):
+            call()
+    assert GlobalCounters.kernel_count == before  # raised while building the graph: nothing ran
+
+
+def test_results_stay_on_the_device_and_match_the_cpu(cuda):
+    rng = np.random.default_rng(0)
+    host = rng.standard_normal((4, 6)).astype(np.float32)
+    g, c = Tensor(host, device=cuda), Tensor(host)
+    cases = {
+        "fused chain on views": lambda t: (t[::-1, ::2] * t[:1, 1::2]).exp() + t[:, :3].sqrt().relu(),
+        "reductions": lambda t: t.sum(1) + t.max(0).sum() - t.min(),
+        "argmax": lambda t: t.argmax(1),
+        "cumsum": lambda t: t.cumsum(1),
+        "softmax": lambda t: t.softmax(-1),
+        "int ops": lambda t: (t * 10).int() * 3 - (t > 0).int() + (t * 10).int().maximum(2),
+        "matmul": lambda t: t @ t.T,
+        "float64 matmul": lambda t: t.cast(dtypes.float64) @ t.T.cast(dtypes.float64),
+        "gather": lambda t: t[[3, 0, 3], 1:4],
+        "pad": lambda t: t.pad(((1, 0), (0, 2)), value=-1.0),
+        "-inf and nan": lambda t: ((t > 0).where(t, float("-inf")).max(1, keepdim=True)
+                                   + (t < -5).where(float("nan"), 0.0)),
+        "arange": lambda t: Tensor.arange(5, device=t.device) * 2,
+        "one element": lambda t: t.sum(),
+        "size 0": lambda t: t[:, :0].sum(1),
+    }
+    for name, f in cases.items():
+        ours, cpu = f(g), f(c)
+        assert ours.device == "CUDA", name
+        np.testing.assert_allclose(ours.numpy(), cpu.numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_one_graph_on_both_devices_is_two_programs(cuda):
+    """The kernel cache is keyed by device too: a structure first seen on the CPU runs CUDA C on the GPU."""
+    host = np.arange(6, dtype=np.float32)
+    cpu, gpu = (Tensor(host) * 3 + 1).realize(), (Tensor(host, device=cuda) * 3 + 1).realize()
+    assert type(gpu.lazydata.realized).__name__ == "CudaBuffer" and type(cpu.lazydata.realized).__name__ == "Buffer"
+    assert gpu.numpy().tolist() == cpu.numpy().tolist() == (host * 3 + 1).tolist()
+
+
+def test_the_same_seed_draws_the_same_numbers_on_both_devices(cuda):
+    Tensor.manual_seed(7)
+    on_gpu = Tensor.randn(3, 5, device=cuda).numpy()
+    Tensor.manual_seed(7)
+    on_cpu = Tensor.randn(3, 5).numpy()
+    np.testing.assert_allclose(on_gpu, on_cpu, rtol=1e-6, atol=1e-6)
+    Tensor.manual_seed(7)
+    doubles_gpu = Tensor.rand(4, dtype=dtypes.float64, device=cuda).tolist()
+    Tensor.manual_seed(7)
+    assert doubles_gpu == Tensor.rand(4, dtype=dtypes.float64).tolist()
+
+
+def test_a_cuda_compile_error_names_the_kernel_and_shows_its_source(cuda):
+    from ..cuda.runtime import runtime
+
+    with pytest.raises(CompileError, match=r"(?s)compile of kernel broken failed.*this is not CUDA"):
+        runtime().compile('extern "C" __global__ void broken() { this is not CUDA; }', "broken")
+
+
+def test_gradients_on_the_device_and_across_moves(cuda):
+    w = Tensor([[0.5, -1.0], [2.0, 0.25]], requires_grad=True)  # a CPU leaf
+    x = Tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], device=cuda)
+    loss = (x @ w.to(cuda)).relu()[[2, 0, 2]].sum()  # gather, matmul, relu on the GPU; the rule of `to` back
+    loss.backward()
+    assert w.grad.device == "CPU"
+    rows = x.numpy()[[2, 0, 2]]
+    np.testing.assert_allclose(w.grad.numpy(), rows.T @ (rows @ w.numpy() > 0), rtol=1e-6)
+
+
+def test_a_training_step_matches_the_cpu(cuda):
+    rng = np.random.default_rng(1)
+    x0, w0 = rng.standard_normal((8, 5)).astype(np.float32), rng.standard_normal((5, 3)).astype(np.float32)
+    out = {}
+    for dev in ("CPU", "CUDA"):
+        w = Tensor(w0, device=dev, requires_grad=True)
+        opt = optim.AdamW([w], lr=0.05, weight_decay=0.1)
+        for _ in range(3):
+            opt.zero_grad()
+            (Tensor(x0, device=dev) @ w).gelu().square().mean().backward()
+            opt.step()
+        out[dev] = (w.numpy(), opt.state["m"][0].numpy(), opt.state["v"][0].numpy())
+    for a, b, name in zip(out["CPU"], out["CUDA"], ("param", "m", "v"), strict=True):
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_device_default_moves_a_model(cuda):
+    before = Device.DEFAULT
+    Device.DEFAULT = "CUDA"
+    try:
+        layer = nn.Linear(3, 2)
+        out = layer(Tensor.ones(4, 3))
+        assert layer.weight.device == "CUDA" and out.device == "CUDA"
+        out.sum().backward()
+        assert layer.weight.grad.device == "CUDA"
+    finally:
+        Device.DEFAULT = before
+    assert Tensor([1.0]).device == "CPU"
