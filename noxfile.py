@@ -43,14 +43,34 @@ def stage2(session: nox.Session) -> None:
     optimized(session, "stage2_autograd")
 
 
+# The part of the conformance suite the default stage3 session runs on the emulated cuda device:
+# forward and gradients in the default float dtype, type promotion, the error contract and the view
+# properties. The whole suite there would add about as much as the CPU half again (most of it g++
+# building each new kernel), which the default `nox` cannot afford on two cores; `nox -s stage3_cuda`
+# runs all of it.
+STAGE3_CUDA_SUBSET = "float32 or test_promotion or test_error or test_bad_inputs or hypothesis"
+
+
 @nox.session
 def stage3(session: nox.Session) -> None:
-    """Install stage3, run its own tests and the conformance suite (forward, gradients, models) against it.
-    Kernels compile on first use and are cached under $SITP_CACHE/stage3: a first run compiles
-    thousands of small kernels (about 10 minutes here), a second finds them on disk."""
+    """Install stage3, run its own tests and the conformance suite (forward, gradients, models) against it
+    on the CPU, and a named part of the suite (STAGE3_CUDA_SUBSET) on the cuda device, whose generated
+    CUDA C runs here on the CPU emulator (common/cuda_emulation.py). Kernels compile on first use and are
+    cached under $SITP_CACHE: a first run compiles thousands of small kernels, a second finds them on disk."""
     install(session, "test", "torch")
-    session.run("pytest", "-q", "stage3_compiler/tests", "conformance", "--stage", "stage3_compiler",
-                *session.posargs)
+    emulate = {"SITP_CUDA_BACKEND": "emulate"}
+    session.run("pytest", "-q", "stage3_compiler/tests", "conformance", "--stage", "stage3_compiler", "--device", "CPU",
+                *session.posargs, env=emulate)
+    session.run("pytest", "-q", "conformance", "--stage", "stage3_compiler", "--device", "CUDA",
+                "-k", STAGE3_CUDA_SUBSET, *session.posargs, env=emulate)
+
+
+@nox.session(default=False)
+def stage3_cuda(session: nox.Session) -> None:
+    """stage3's whole conformance suite on its cuda device, run by the CPU emulator (`nox -s cuda`: on a GPU)."""
+    install(session, "test", "torch")
+    session.run("pytest", "-q", "stage3_compiler/tests/test_cuda.py", "conformance", "--stage", "stage3_compiler",
+                "--device", "CUDA", *session.posargs, env={"SITP_CUDA_BACKEND": "emulate"})
 
 
 def optimized(session: nox.Session, stage: str) -> None:
@@ -154,10 +174,13 @@ def gemm_cuda(session: nox.Session) -> None:
 
 @nox.session(default=False, venv_backend="none")
 def cuda(session: nox.Session) -> None:
-    """stage2's cuda device on a GPU: the conformance suite (forward, gradients, models) on CuPy."""
+    """stage2's and stage3's cuda devices on a GPU: their device tests and the conformance suite on CuPy."""
     # No venv, as gemm_cuda: the GPU image's python3 holds CuPy (and torch, for the gradient checks).
     session.run("python3", "-m", "pytest", "-q", "-p", "no:cacheprovider", "stage2_autograd/tests/test_cuda_device.py",
                 "conformance", "--stage", "stage2_autograd", "--device", "CUDA", *session.posargs,
+                env={"SITP_CUDA_BACKEND": "cupy"}, external=True)
+    session.run("python3", "-m", "pytest", "-q", "-p", "no:cacheprovider", "stage3_compiler/tests/test_cuda.py",
+                "conformance", "--stage", "stage3_compiler", "--device", "CUDA", *session.posargs,
                 env={"SITP_CUDA_BACKEND": "cupy"}, external=True)
 
 
