@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .dtype import DType, dtypes
-from .lazy import LazyBuffer
+from .lazy import LazyBuffer, numel
 from .ops import IR_ELEMENTWISE, Ops
 from .schedule import ScheduleItem
 from .symbolic import Node, Num, Var, render
@@ -33,7 +33,8 @@ class UOp:
     name: str = ""
 
     def __repr__(self) -> str:
-        arg = render(self.arg) if isinstance(self.arg, Node) else self.arg
+        arg = self.arg[0] if self.op == "LOAD" else self.arg  # a LOAD's arg: (index, clamp bound or None)
+        arg = render(arg) if isinstance(arg, Node) else arg
         srcs = ", ".join(s.name for s in self.srcs)
         return f"{self.name:>6} = {self.op:<8} {self.dtype.name if self.dtype else '':<8} [{srcs}] {arg}"
 
@@ -44,8 +45,9 @@ class Kernel:
     shape: tuple[int, ...]
     uops: list[UOp]
     buffers: list[LazyBuffer]  # argument order: the output first, then every base it loads
-    ops: int = 0  # ALU ops per run (for GlobalCounters' global_ops)
+    ops: int = 0  # ALU ops per output entry and reduction step (for GlobalCounters' global_ops)
     reduce_shape: tuple[int, ...] = field(default=())
+    upcast: int = 1  # output entries one pass of the loops computes (see upcast_axis)
 
 
 IDENTITY = {Ops.REDUCE_ADD: 0, Ops.REDUCE_MUL: 1}
@@ -134,7 +136,13 @@ class Lowerer:
 
     def load(self, base: LazyBuffer, flat: Node) -> UOp:
         buf = self.global_of(base)
-        return self.cached(("load", id(base), render(flat)), lambda: self.emit("LOAD", base.dtype, (buf,), flat))
+        # A view that pads computes its index outside the padding too, where the WHERE after the load
+        # throws the value away; such an index may fall outside the buffer (before its start, even),
+        # so the load is clamped into it: reading past a buffer can fault, and is never ours to read.
+        size = numel(base.shape)
+        bound = None if 0 <= flat.min and flat.max < size else size - 1
+        return self.cached(("load", id(base), render(flat)),
+                           lambda: self.emit("LOAD", base.dtype, (buf,), (flat, bound)))
 
     def alu(self, op: Ops, dtype: DType, *srcs: UOp) -> UOp:
         self.alu_count += 1
@@ -161,46 +169,102 @@ class Lowerer:
         return out
 
 
+def structure(item: ScheduleItem, stored: set[int]) -> tuple[tuple, list[LazyBuffer]]:
+    """A kernel's identity, without lowering it: every base the kernel computes, as (op, arg, dtype,
+    shape, its sources as (view, record number)), and every base it loads as a numbered input. Two
+    kernels with equal structures lower to the same source, so the second is found in a dict (see
+    realize.py) instead of lowered and rendered again; `inputs` are the second one's loaded bases,
+    in record order. It reads the graph exactly as Lowerer does."""
+    records: list[tuple] = []
+    number: dict[int, int] = {}
+    inputs: list[LazyBuffer] = []
+
+    def visit(b: LazyBuffer) -> int:
+        if id(b) in number:
+            return number[id(b)]
+        if b is not item.root and (b.buffer is not None or id(b) in stored):
+            inputs.append(b)
+            record: tuple = ("LOAD", b.dtype.name, b.shape, b.arg if b.op is Ops.CONST else None)
+        elif b.op is Ops.CONST:
+            record = ("CONST", b.arg, b.dtype.name, b.shape)
+        else:
+            srcs = tuple((None if s.is_base else s.st, visit(s.base)) for s in b.srcs)
+            record = (b.op, b.arg, b.dtype.name, b.shape, srcs)
+        number[id(b)] = len(records)
+        records.append(record)
+        return number[id(b)]
+
+    visit(item.root)
+    reduce = None if item.reduce is None else number.get(id(item.reduce), visit(item.reduce))
+    return (item.root.device, reduce, tuple(records)), inputs
+
+
+UPCASTS = (8, 4, 2)  # outputs one pass of a reduction loop computes, the largest that divides an axis
+
+
+def upcast_axis(item: ScheduleItem) -> tuple[int | None, int]:
+    """Which output axis a reduce kernel computes several entries of at once, and how many.
+
+    One accumulator is a chain of dependent adds: each waits for the one before (a few cycles), and
+    the loop runs at that latency. Computing U outputs in one pass of the loop gives U independent
+    chains the CPU overlaps (and the C compiler can pack into vector lanes), and a load that does
+    not depend on that axis (a matmul's row of the left operand) is loaded once for the U of them.
+    The last axis whose size U divides is taken: it is the output's contiguous one where it can be.
+    """
+    r = item.reduce
+    if r is None or 0 in r.srcs[0].shape:
+        return None, 1
+    for u in UPCASTS:
+        for axis in reversed(range(len(item.root.shape))):
+            n = item.root.shape[axis]
+            if n >= u and n % u == 0:
+                return axis, u
+    return None, 1
+
+
 def lower(item: ScheduleItem, stored: set[int]) -> Kernel:
     root = item.root
     L = Lowerer(item, stored)
     out_buf = L.global_of(root)
-    gidx = [Num(0) if n == 1 else Var(f"gidx{d}", 0, n - 1) for d, n in enumerate(root.shape)]
-    ranges = [L.emit("RANGE", dtypes.int64, arg=(g.name, n)) for g, n in zip(gidx, root.shape, strict=True)
+    axis, upcast = upcast_axis(item)
+    loop_sizes = [n // upcast if d == axis else n for d, n in enumerate(root.shape)]
+    gidx = [Num(0) if n == 1 else Var(f"gidx{d}", 0, n - 1) for d, n in enumerate(loop_sizes)]
+    ranges = [L.emit("RANGE", dtypes.int64, arg=(g.name, n)) for g, n in zip(gidx, loop_sizes, strict=True)
               if isinstance(g, Var)]
+    # the output indices of each of the `upcast` entries one pass computes (one lane when not upcast)
+    lanes = [gidx if axis is None else [g * upcast + j if d == axis else g for d, g in enumerate(gidx)]
+             for j in range(upcast)]
     reduce_shape: tuple[int, ...] = ()
+    accs: list[UOp | None] = [None] * upcast
     if item.reduce is not None:
         r = item.reduce
         src = r.srcs[0]
         reduce_shape = src.shape
-        L.acc = L.emit("ACC", r.dtype, arg=reduce_identity(r.op, r.dtype))
+        accs = [L.emit("ACC", r.dtype, arg=reduce_identity(r.op, r.dtype)) for _ in lanes]
         if 0 in src.shape:  # an empty reduction: the identity, and no loop to write
             reduce_shape = ()
-            L.cache.clear()
-            value = L.acc if root is item.reduce else L.base(root, gidx)
-            L.emit("STORE", root.dtype, (out_buf, value), flat_index(gidx, root.shape))
-            for _ in ranges:
+        else:
+            inner, rvars = [], {}
+            for d, n in enumerate(src.shape):
+                if d in r.arg and n != 1:
+                    rvars[d] = Var(f"ridx{d}", 0, n - 1)
+                    inner.append(L.emit("RANGE", dtypes.int64, arg=(rvars[d].name, n)))
+            for acc, idx in zip(accs, lanes, strict=True):
+                idxs = [rvars.get(d, Num(0) if d in r.arg else idx[d]) for d in range(len(src.shape))]
+                L.emit("UPDATE", r.dtype, (acc, L.view(src, idxs)), r.op)
+                L.alu_count += 1
+            for _ in inner:
                 L.emit("ENDRANGE", None)
-            return Kernel(f"r_{'_'.join(str(n) for n in root.shape)}_empty", root.shape, L.uops, L.buffers, 0, ())
-        idxs: list[Node] = []
-        inner = []
-        for d, n in enumerate(src.shape):
-            if d in r.arg and n != 1:
-                var = Var(f"ridx{d}", 0, max(n - 1, 0))
-                inner.append(L.emit("RANGE", dtypes.int64, arg=(var.name, n)))
-                idxs.append(var)
-            else:
-                idxs.append(Num(0) if d in r.arg else gidx[d])
-        value = L.view(src, idxs)
-        L.emit("UPDATE", r.dtype, (L.acc, value), r.op)
-        L.alu_count += 1
-        for _ in inner:
-            L.emit("ENDRANGE", None)
         L.cache.clear()  # values inside the loop belong to its scope
-    value = L.acc if root is item.reduce else L.base(root, gidx)
-    L.emit("STORE", root.dtype, (out_buf, value), flat_index(gidx, root.shape))
+    for acc, idx in zip(accs, lanes, strict=True):
+        L.acc = acc
+        value = acc if root is item.reduce else L.base(root, idx)
+        L.emit("STORE", root.dtype, (out_buf, value), flat_index(idx, root.shape))
     for _ in ranges:
         L.emit("ENDRANGE", None)
     kind = "r" if item.reduce is not None else "E"
-    name = "_".join([kind, *(str(n) for n in root.shape)] + ([f"R{n}" for n in reduce_shape] if reduce_shape else []))
-    return Kernel(name, root.shape, L.uops, L.buffers, L.alu_count, reduce_shape)
+    name = "_".join([kind, *(str(n) for n in root.shape)] + [f"R{n}" for n in reduce_shape])
+    name += f"_U{upcast}" if upcast > 1 else ""
+    if item.reduce is not None and 0 in item.reduce.srcs[0].shape:
+        name += "_empty"
+    return Kernel(name, root.shape, L.uops, L.buffers, L.alu_count // upcast, reduce_shape, upcast)

@@ -94,6 +94,15 @@ class CRenderer:
             return f"if ({value}>{acc}||{value}!={value}) {acc} = {value};"
         return f"if ({value}>{acc}) {acc} = {value};"
 
+    def load_index(self, u) -> str:
+        """A LOAD's index; clamped into the buffer when the lowering found it can leave it (a padded
+        view's index where the padding is: the value read there is thrown away)."""
+        flat, bound = u.arg
+        if bound is None:
+            return render(flat)
+        i = render(flat)
+        return f"(({i})<0?0:({i})>{bound}?{bound}:({i}))"  # the C compiler computes i once
+
     def signature(self, kernel: Kernel) -> str:
         args = []
         for i, b in enumerate(kernel.buffers):
@@ -125,7 +134,7 @@ class CRenderer:
                 lines.append(f"{pad}{self.ctype(u.dtype)} {names[id(u)]} = {self.const(u.arg, u.dtype)};")
             elif u.op == "LOAD":
                 names[id(u)] = u.name
-                lines.append(f"{pad}{self.ctype(u.dtype)} {u.name} = {names[id(u.srcs[0])]}[{render(u.arg)}];")
+                lines.append(f"{pad}{self.ctype(u.dtype)} {u.name} = {names[id(u.srcs[0])]}[{self.load_index(u)}];")
             elif u.op == "CAST":
                 names[id(u)] = u.name
                 x, t = names[id(u.srcs[0])], self.ctype(u.dtype)
