@@ -169,6 +169,11 @@ class Lowerer:
         return out
 
 
+def const_key(value) -> tuple:
+    """A constant as a dict key: 0.0 == -0.0 and NaN != NaN as floats, yet each renders its own C."""
+    return (type(value).__name__, value.hex() if isinstance(value, float) else value)
+
+
 def structure(item: ScheduleItem, stored: set[int]) -> tuple[tuple, list[LazyBuffer]]:
     """A kernel's identity, without lowering it: every base the kernel computes, as (op, arg, dtype,
     shape, its sources as (view, record number)), and every base it loads as a numbered input. Two
@@ -184,9 +189,9 @@ def structure(item: ScheduleItem, stored: set[int]) -> tuple[tuple, list[LazyBuf
             return number[id(b)]
         if b is not item.root and (b.buffer is not None or id(b) in stored):
             inputs.append(b)
-            record: tuple = ("LOAD", b.dtype.name, b.shape, b.arg if b.op is Ops.CONST else None)
+            record: tuple = ("LOAD", b.dtype.name, b.shape, const_key(b.arg) if b.op is Ops.CONST else None)
         elif b.op is Ops.CONST:
-            record = ("CONST", b.arg, b.dtype.name, b.shape)
+            record = ("CONST", const_key(b.arg), b.dtype.name, b.shape)
         else:
             srcs = tuple((None if s.is_base else s.st, visit(s.base)) for s in b.srcs)
             record = (b.op, b.arg, b.dtype.name, b.shape, srcs)

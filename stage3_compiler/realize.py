@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass, replace
 
 from . import debug
 from .device import buffer_class
 from .lazy import LazyBuffer, numel
-from .lower import lower
+from .lower import Kernel, lower, structure
 from .ops import Ops
 from .runtime import CompileError
 from .schedule import ScheduleItem, create_schedule
@@ -36,6 +37,21 @@ def debug_level() -> int:
     return int(os.environ.get("DEBUG", "0") or 0)
 
 
+@dataclass
+class CompiledKernel:
+    """A lowered, rendered and compiled kernel, kept by its structure (lower.structure). It holds no
+    buffers (they would stay alive with it): `slots` says which of a kernel's loaded inputs, in
+    structure order, each argument after the output is."""
+
+    kernel: Kernel
+    source: str
+    fn: object
+    slots: list[int]
+
+
+KERNELS: dict[tuple, CompiledKernel] = {}
+
+
 def run_item(item: ScheduleItem, stored: set[int]) -> None:
     root = item.root
     root.buffer = buffer_class("realize", root.device)(numel(root.shape) * root.dtype.itemsize)
@@ -44,16 +60,23 @@ def run_item(item: ScheduleItem, stored: set[int]) -> None:
     device = root.buffer.kernels
     if numel(root.shape) == 0:
         return
-    kernel = lower(item, stored)
-    source = device.renderer.render(kernel)
-    try:
-        fn = device.compile(source, kernel.name)
-    except CompileError as err:  # debug.py: say which kernel, its UOps and the user's line that built it
-        raise debug.compile_error(err, kernel, root, stored) from err
+    key, inputs = structure(item, stored)
+    compiled = KERNELS.get(key)
+    if compiled is None:  # first sight of this structure: lower, render, compile (or find it on disk)
+        kernel = lower(item, stored)
+        source = device.renderer.render(kernel)
+        try:
+            fn = device.compile(source, kernel.name)
+        except CompileError as err:  # debug.py: say which kernel, its UOps and the user's line that built it
+            raise debug.compile_error(err, kernel, root, stored) from err
+        slots = [next(i for i, b in enumerate(inputs) if b is buf) for buf in kernel.buffers[1:]]
+        compiled = KERNELS[key] = CompiledKernel(replace(kernel, buffers=[]), source, fn, slots)
+    kernel = replace(compiled.kernel, buffers=[root, *(inputs[i] for i in compiled.slots)])
+    source, fn = compiled.source, compiled.fn
     start = time.perf_counter()
     device.launch(fn, kernel, [b.base.buffer for b in kernel.buffers])  # on a GPU: the launch, not the run
     elapsed = time.perf_counter() - start
-    iterations = numel(kernel.reduce_shape or kernel.shape)
+    iterations = numel(kernel.reduce_shape or kernel.shape)  # output entries times reduction steps
     nbytes = sum(numel(b.shape) * b.dtype.itemsize for b in kernel.buffers)
     debug.kernel_ran(kernel, root, stored)  # debug.py: NANCHECK, and kernel names for GRAPH
     GlobalCounters.kernel_count += 1
