@@ -5,7 +5,8 @@ Every base of the graph is either *realized* (a kernel writes it to memory) or *
 computed inside the kernel that reads it, as an expression, and never stored). The rules:
 - the bases asked for, the ones marked `forced` (contiguous()), and every reduction are realized;
 - an elementwise base is fused into every kernel that reads it (recomputed there), unless one of
-  them reads it through an expanding view and it costs more than a few ops: a matmul operand
+  them reads it through an expanding view and it costs more than a few ops (reading through a view
+  that pads or through stacked views counts too: see view_cost): a matmul operand
   expanded N times would be recomputed N times, so it is realized once instead (a cheap one, like
   layernorm's rsqrt of the variance, is recomputed);
 - a reduction whose only reader is an elementwise op of the same shape, reading it as it is (no
@@ -64,6 +65,15 @@ CHEAP = 4  # ALU ops an expanded elementwise base may cost and still be recomput
 MAX_DEPTH = 96  # fused ops in a chain before the chain is cut by a realized base
 
 
+def view_cost(v: LazyBuffer) -> int:
+    """What reading through a view adds to a kernel: a padded view a bounds check and a select, a
+    view stacked on another (reshape of a permute) div and mod in its index. Counted like ALU ops,
+    so a concatenation (pads and adds) read expanded by a matmul is realized, not recomputed."""
+    if v.is_base:
+        return 0
+    return 2 * sum(view.mask is not None for view in v.st.views) + 2 * (len(v.st.views) - 1)
+
+
 def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
     bases = graph(outs)
     readers = _readers(bases)
@@ -85,7 +95,8 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
     depth: dict[int, int] = {}  # the longest chain of fused ops behind a base
     for b in bases:  # sources come first
         fused = [s.base for s in b.srcs if id(s.base) not in realize]
-        cost[id(b)] = sum(cost.get(id(s), 0) for s in fused) + (1 if b.op in IR_ELEMENTWISE else 0)
+        cost[id(b)] = (sum(cost.get(id(s), 0) for s in fused) + (1 if b.op in IR_ELEMENTWISE else 0)
+                       + sum(view_cost(s) for s in b.srcs))
         depth[id(b)] = 1 + max((depth.get(id(s), 0) for s in fused), default=0)
         if depth[id(b)] > MAX_DEPTH:
             realize.add(id(b))
