@@ -133,7 +133,7 @@ def check_nan(kernel, root, stored: set[int]) -> None:
     at = first_nan(root)
     if at < 0:
         return
-    tainted = [b for b in kernel.buffers[1:] if first_nan(b) >= 0]
+    tainted = [b for b in kernel.buffers[kernel.outputs:] if first_nan(b) >= 0]
     cause = (f"it read NaN from {len(tainted)} of its inputs (first: {tainted[0]!r}, built at {where(tainted[0])})"
              if tainted else "its inputs hold no NaN: this kernel made it")
     raise FloatingPointError(f"NANCHECK: kernel {kernel.name} ({fused_ops(root, stored)}) wrote NaN at element {at} "

@@ -48,6 +48,7 @@ class Kernel:
     ops: int = 0  # ALU ops per output entry and reduction step (for GlobalCounters' global_ops)
     reduce_shape: tuple[int, ...] = field(default=())
     upcast: int = 1  # output entries one pass of the loops computes (see upcast_axis)
+    outputs: int = 1  # buffers the kernel writes: the first ones of `buffers`
 
 
 IDENTITY = {Ops.REDUCE_ADD: 0, Ops.REDUCE_MUL: 1}
@@ -83,10 +84,11 @@ class Lowerer:
     def __init__(self, item: ScheduleItem, stored: set[int]):
         self.item, self.stored = item, stored  # stored: ids of bases a kernel writes (loads here)
         self.uops: list[UOp] = []
-        self.buffers: list[LazyBuffer] = [item.root]
+        self.outputs = {id(o) for o in item.outputs}
+        self.buffers: list[LazyBuffer] = []  # the outputs first (global_of them in order), then the loads
         self.globals: dict[int, UOp] = {}
         self.cache: dict[tuple, UOp] = {}
-        self.acc: UOp | None = None
+        self.accs: dict[int, UOp] = {}  # after the reduction loop: each reduction's accumulator
         self.alu_count = 0
 
     def emit(self, op: str, dtype: DType | None, srcs: tuple = (), arg: Any = None) -> UOp:
@@ -101,8 +103,7 @@ class Lowerer:
 
     def global_of(self, base: LazyBuffer) -> UOp:
         if id(base) not in self.globals:
-            if base is not self.item.root:
-                self.buffers.append(base)
+            self.buffers.append(base)
             self.globals[id(base)] = self.emit("GLOBAL", base.dtype, arg=len(self.buffers) - 1)
         return self.globals[id(base)]
 
@@ -132,7 +133,7 @@ class Lowerer:
         return self.cached(("where", cond.name, value.name), lambda: self.alu(Ops.WHERE, v.dtype, cond, value, zero))
 
     def loads(self, base: LazyBuffer) -> bool:
-        return base is not self.item.root and (base.buffer is not None or id(base) in self.stored)
+        return id(base) not in self.outputs and (base.buffer is not None or id(base) in self.stored)
 
     def load(self, base: LazyBuffer, flat: Node) -> UOp:
         buf = self.global_of(base)
@@ -149,8 +150,8 @@ class Lowerer:
         return self.emit("ALU", dtype, srcs, op)
 
     def base(self, b: LazyBuffer, idxs: list[Node]) -> UOp:
-        if b is self.item.reduce and self.acc is not None:
-            return self.acc  # the reduction this kernel holds: its accumulator
+        if id(b) in self.accs:
+            return self.accs[id(b)]  # a reduction this kernel holds: its accumulator
         if self.loads(b):
             return self.load(b, flat_index(idxs, b.shape))
         if b.op is Ops.CONST:
@@ -187,7 +188,7 @@ def structure(item: ScheduleItem, stored: set[int]) -> tuple[tuple, list[LazyBuf
     def visit(b: LazyBuffer) -> int:
         if id(b) in number:
             return number[id(b)]
-        if b is not item.root and (b.buffer is not None or id(b) in stored):
+        if id(b) not in outputs and (b.buffer is not None or id(b) in stored):
             inputs.append(b)
             record: tuple = ("LOAD", b.dtype.name, b.shape, const_key(b.arg) if b.op is Ops.CONST else None)
         elif b.op is Ops.CONST:
@@ -199,9 +200,11 @@ def structure(item: ScheduleItem, stored: set[int]) -> tuple[tuple, list[LazyBuf
         records.append(record)
         return number[id(b)]
 
-    visit(item.root)
-    reduce = None if item.reduce is None else number.get(id(item.reduce), visit(item.reduce))
-    return (item.root.device, reduce, tuple(records)), inputs
+    outputs = {id(o) for o in item.outputs}
+    for o in item.outputs:
+        visit(o)
+    reduces = tuple(number[id(r)] if id(r) in number else visit(r) for r in item.reduces)
+    return (item.root.device, reduces, tuple(records)), inputs
 
 
 UPCASTS = (8, 4, 2)  # outputs one pass of a reduction loop computes, the largest that divides an axis
@@ -230,7 +233,7 @@ def upcast_axis(item: ScheduleItem) -> tuple[int | None, int]:
 def lower(item: ScheduleItem, stored: set[int]) -> Kernel:
     root = item.root
     L = Lowerer(item, stored)
-    out_buf = L.global_of(root)
+    out_bufs = [L.global_of(o) for o in item.outputs]
     axis, upcast = upcast_axis(item)
     loop_sizes = [n // upcast if d == axis else n for d, n in enumerate(root.shape)]
     gidx = [Num(0) if n == 1 else Var(f"gidx{d}", 0, n - 1) for d, n in enumerate(loop_sizes)]
@@ -240,36 +243,43 @@ def lower(item: ScheduleItem, stored: set[int]) -> Kernel:
     lanes = [gidx if axis is None else [g * upcast + j if d == axis else g for d, g in enumerate(gidx)]
              for j in range(upcast)]
     reduce_shape: tuple[int, ...] = ()
-    accs: list[UOp | None] = [None] * upcast
+    accs: list[dict[int, UOp]] = [{} for _ in lanes]  # per lane: reduction id -> its accumulator
     if item.reduce is not None:
-        r = item.reduce
-        src = r.srcs[0]
-        reduce_shape = src.shape
-        accs = [L.emit("ACC", r.dtype, arg=reduce_identity(r.op, r.dtype)) for _ in lanes]
-        if 0 in src.shape:  # an empty reduction: the identity, and no loop to write
+        src_shape, axes = item.reduce.srcs[0].shape, item.reduce.arg  # every reduction here has these
+        reduce_shape = src_shape
+        for lane in accs:
+            lane.update({id(r): L.emit("ACC", r.dtype, arg=reduce_identity(r.op, r.dtype)) for r in item.reduces})
+        if 0 in src_shape:  # an empty reduction: the identity, and no loop to write
             reduce_shape = ()
         else:
             inner, rvars = [], {}
-            for d, n in enumerate(src.shape):
-                if d in r.arg and n != 1:
+            for d, n in enumerate(src_shape):
+                if d in axes and n != 1:
                     rvars[d] = Var(f"ridx{d}", 0, n - 1)
                     inner.append(L.emit("RANGE", dtypes.int64, arg=(rvars[d].name, n)))
-            for acc, idx in zip(accs, lanes, strict=True):
-                idxs = [rvars.get(d, Num(0) if d in r.arg else idx[d]) for d in range(len(src.shape))]
-                L.emit("UPDATE", r.dtype, (acc, L.view(src, idxs)), r.op)
-                L.alu_count += 1
+            out_shape = item.reduce.shape
+            for lane, idx in zip(accs, lanes, strict=True):
+                if out_shape != root.shape:  # the reader reads the reduction reshaped: same order, other dims
+                    idx = unflatten(flat_index(idx, root.shape), out_shape)
+                idxs = [rvars.get(d, Num(0) if d in axes else idx[d]) for d in range(len(src_shape))]
+                for r in item.reduces:
+                    L.emit("UPDATE", r.dtype, (lane[id(r)], L.view(r.srcs[0], idxs)), r.op)
+                    L.alu_count += 1
             for _ in inner:
                 L.emit("ENDRANGE", None)
         L.cache.clear()  # values inside the loop belong to its scope
-    for acc, idx in zip(accs, lanes, strict=True):
-        L.acc = acc
-        value = acc if root is item.reduce else L.base(root, idx)
-        L.emit("STORE", root.dtype, (out_buf, value), flat_index(idx, root.shape))
+    for lane, idx in zip(accs, lanes, strict=True):
+        L.accs = lane
+        for out, buf in zip(item.outputs, out_bufs, strict=True):
+            value = lane[id(out)] if id(out) in lane else L.base(out, idx)
+            L.emit("STORE", out.dtype, (buf, value), flat_index(idx, out.shape))
     for _ in ranges:
         L.emit("ENDRANGE", None)
     kind = "r" if item.reduce is not None else "E"
     name = "_".join([kind, *(str(n) for n in root.shape)] + [f"R{n}" for n in reduce_shape])
     name += f"_U{upcast}" if upcast > 1 else ""
+    name += f"_O{len(item.outputs)}" if item.also else ""  # several outputs (schedule.merge_outputs)
     if item.reduce is not None and 0 in item.reduce.srcs[0].shape:
         name += "_empty"
-    return Kernel(name, root.shape, L.uops, L.buffers, L.alu_count // upcast, reduce_shape, upcast)
+    return Kernel(name, root.shape, L.uops, L.buffers, L.alu_count // upcast, reduce_shape, upcast,
+                  len(item.outputs))

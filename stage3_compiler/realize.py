@@ -54,7 +54,8 @@ KERNELS: dict[tuple, CompiledKernel] = {}
 
 def run_item(item: ScheduleItem, stored: set[int]) -> None:
     root = item.root
-    root.buffer = buffer_class("realize", root.device)(numel(root.shape) * root.dtype.itemsize)
+    for out in item.outputs:
+        out.buffer = buffer_class("realize", out.device)(numel(out.shape) * out.dtype.itemsize)
     # The device seam: the output buffer's `kernels` render, compile and launch for its device
     # (runtime.py's HostKernels on the CPU, cuda/runtime.py's Runtime on the GPU).
     device = root.buffer.kernels
@@ -69,16 +70,17 @@ def run_item(item: ScheduleItem, stored: set[int]) -> None:
             fn = device.compile(source, kernel.name)
         except CompileError as err:  # debug.py: say which kernel, its UOps and the user's line that built it
             raise debug.compile_error(err, kernel, root, stored) from err
-        slots = [next(i for i, b in enumerate(inputs) if b is buf) for buf in kernel.buffers[1:]]
+        slots = [next(i for i, b in enumerate(inputs) if b is buf) for buf in kernel.buffers[kernel.outputs:]]
         compiled = KERNELS[key] = CompiledKernel(replace(kernel, buffers=[]), source, fn, slots)
-    kernel = replace(compiled.kernel, buffers=[root, *(inputs[i] for i in compiled.slots)])
+    kernel = replace(compiled.kernel, buffers=[*item.outputs, *(inputs[i] for i in compiled.slots)])
     source, fn = compiled.source, compiled.fn
     start = time.perf_counter()
     device.launch(fn, kernel, [b.base.buffer for b in kernel.buffers])  # on a GPU: the launch, not the run
     elapsed = time.perf_counter() - start
     iterations = numel(kernel.reduce_shape or kernel.shape)  # output entries times reduction steps
     nbytes = sum(numel(b.shape) * b.dtype.itemsize for b in kernel.buffers)
-    debug.kernel_ran(kernel, root, stored)  # debug.py: NANCHECK, and kernel names for GRAPH
+    for out in item.outputs:
+        debug.kernel_ran(kernel, out, stored)  # debug.py: NANCHECK, and kernel names for GRAPH
     GlobalCounters.kernel_count += 1
     GlobalCounters.global_ops += kernel.ops * iterations
     GlobalCounters.global_mem += nbytes
@@ -98,13 +100,13 @@ def realize(outs: list[LazyBuffer]) -> None:
     """Compute every base the outputs need, in order; afterwards each computed base holds a Buffer and
     forgets its sources, so the graph behind it can be freed."""
     items = create_schedule(outs)
-    stored = {id(item.root) for item in items}
+    stored = {id(out) for item in items for out in item.outputs}
     start, count = time.perf_counter(), GlobalCounters.kernel_count
     for item in items:
         run_item(item, stored)
     if debug.enabled("GRAPH"):  # debug.py: before the computed bases forget their sources
         debug.write_graphs(outs, items, stored)
-    for item in items:
-        item.root.op, item.root.srcs, item.root.arg = Ops.BUFFER, (), None
+    for out in (out for item in items for out in item.outputs):
+        out.op, out.srcs, out.arg = Ops.BUFFER, (), None
     if debug_level() >= 1 and items:
         print(f"realize: {GlobalCounters.kernel_count - count} kernels in {(time.perf_counter() - start) * 1e3:.2f} ms")

@@ -106,7 +106,7 @@ class CRenderer:
     def signature(self, kernel: Kernel) -> str:
         args = []
         for i, b in enumerate(kernel.buffers):
-            const = "const " if i else ""
+            const = "const " if i >= kernel.outputs else ""
             args.append(f"{const}{self.ctype(b.dtype)}* restrict data{i}")
         return f"{self.kernel_prefix}void {kernel.name}({', '.join(args)})"
 

@@ -9,8 +9,8 @@ computed inside the kernel that reads it, as an expression, and never stored). T
   that pads or through stacked views counts too: see view_cost): a matmul operand
   expanded N times would be recomputed N times, so it is realized once instead (a cheap one, like
   layernorm's rsqrt of the variance, is recomputed);
-- a reduction whose only reader is an elementwise op of the same shape, reading it as it is (no
-  expand: softmax's max is read expanded, so it stays realized), is fused the other way round:
+- a reduction whose only reader is an elementwise op reading it as it is (or reshaped, in the same
+  order; not expanded: softmax's max is read expanded, so it stays realized), is fused the other way round:
   that reader becomes the kernel, with the reduction's loop inside it (`relu(x @ w + b)`: the
   matmul's sum and the bias and the relu in one kernel).
 - a chain of more than MAX_DEPTH fused ops is cut by realizing the base at the cut: a kernel of
@@ -28,11 +28,22 @@ from .ops import IR_ELEMENTWISE, IR_REDUCE, Ops
 
 @dataclass(eq=False)
 class ScheduleItem:
-    """One kernel: the base it writes, and the reduction whose loop it holds (or None)."""
+    """One kernel: the base it writes, and the reduction whose loop it holds (or None). A kernel may
+    write more bases of the root's shape in the same loops (`also`), and fold more reductions over
+    the same axes in its reduction loop (`also_reduces`): see merge_outputs."""
 
     root: LazyBuffer
     reduce: LazyBuffer | None
-    inputs: list[LazyBuffer] = field(default_factory=list)  # realized bases it reads (filled by lower.py)
+    also: list[LazyBuffer] = field(default_factory=list)
+    also_reduces: list[LazyBuffer] = field(default_factory=list)  # more reductions over the same loop
+
+    @property
+    def outputs(self) -> list[LazyBuffer]:
+        return [self.root, *self.also]
+
+    @property
+    def reduces(self) -> list[LazyBuffer]:
+        return [] if self.reduce is None else [self.reduce, *self.also_reduces]
 
 
 def graph(outs: list[LazyBuffer]) -> list[LazyBuffer]:
@@ -65,6 +76,12 @@ CHEAP = 4  # ALU ops an expanded elementwise base may cost and still be recomput
 MAX_DEPTH = 96  # fused ops in a chain before the chain is cut by a realized base
 
 
+def same_order(view: LazyBuffer, b: LazyBuffer) -> bool:
+    """Is the view b itself, or a reshape of it that keeps every element in its place (keepdim's 1s
+    dropped or added)? A reader of such a view reads the reduction at its own flat index."""
+    return view is b or (view.st.contiguous and numel(view.shape) == numel(b.shape))
+
+
 def view_cost(v: LazyBuffer) -> int:
     """What reading through a view adds to a kernel: a padded view a bounds check and a select, a
     view stacked on another (reshape of a permute) div and mod in its index. Counted like ALU ops,
@@ -87,7 +104,7 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
         if len(found) != 1:
             continue
         reader, view = found[0]
-        if reader.op in IR_ELEMENTWISE and view is b and reader.shape == b.shape and id(reader) not in fused_into:
+        if reader.op in IR_ELEMENTWISE and same_order(view, b) and id(reader) not in fused_into:
             fused_into[id(reader)] = b
             realize.discard(id(b))
             realize.add(id(reader))
@@ -109,4 +126,71 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
         if id(b) not in realize or b.op is Ops.BUFFER:
             continue
         items.append(ScheduleItem(b, b if b.op in IR_REDUCE else fused_into.get(id(b))))
-    return items
+    return merge_outputs(items)
+
+
+def reads(item: ScheduleItem, produced: set[int]) -> list[tuple[LazyBuffer, bool]]:
+    """(base, read at the kernel's own index after its reduction loop?) for every base the kernel
+    loads or that is one of its outputs. The walk stops at realized bases and at the ones this
+    schedule produces. A read is at the kernel's own index when every step on the way is a base, not
+    a view, and none is a reduction (what a reduction reads, it reads inside its loop)."""
+    out, seen, stack = [], set(), [(item.root, True)]
+    while stack:
+        b, direct = stack.pop()
+        for v in b.srcs:
+            s, here = v.base, direct and v.is_base and b.op not in IR_REDUCE
+            if s.buffer is not None or id(s) in produced:
+                out.append((s, here))
+            elif (id(s), here) not in seen:
+                seen.add((id(s), here))
+                stack.append((s, here))
+    return out
+
+
+def merge_outputs(items: list[ScheduleItem]) -> list[ScheduleItem]:
+    """Kernels of one shape that read the same buffers, or one another's outputs at the same index,
+    become one kernel with several outputs: AdamW's new parameter, m and v are computed in one loop
+    that reads the gradient once, and the parameter's update uses m and v as they are computed
+    instead of loading them back. Reduce kernels join when they reduce the same shape over the same
+    axes: one loop folds every accumulator (cross_entropy's row max and its picked logit). The
+    merged kernel runs where its first part was, so a part joins only if everything else it reads
+    was written before that; an output it reads at another index, or inside its reduction loop,
+    would race with the loop writing it, so that part stays out."""
+    produced = {id(it.root) for it in items}
+    position = {id(it.root): i for i, it in enumerate(items)}
+    kept: list[ScheduleItem] = []
+    inputs: dict[int, set[int]] = {}  # group -> ids of the bases its outputs read
+    for item in items:
+        item_reads = reads(item, produced)
+        group = next((g for g in kept if _joins(g, item, item_reads, position, inputs[id(g)])), None)
+        if group is None:
+            kept.append(item)
+            inputs[id(item)] = set()
+            group = item
+        else:
+            group.also.append(item.root)
+            group.also_reduces.extend(item.reduces)
+        inputs[id(group)].update(id(s) for s, _ in item_reads)
+    return kept
+
+
+def _joins(group: ScheduleItem, item: ScheduleItem, item_reads, position, group_inputs: set[int]) -> bool:
+    if group.root.shape != item.root.shape or group.root.device != item.root.device \
+            or numel(item.root.shape) == 0 or (group.reduce is None) != (item.reduce is None):
+        return False
+    if group.reduce is not None and (group.reduce.srcs[0].shape != item.reduce.srcs[0].shape
+                                     or group.reduce.arg != item.reduce.arg):
+        return False  # one reduction loop: the same reduced shape and axes
+    start = position[id(group.root)]
+    outs = {id(o) for o in group.outputs}
+    shared = False
+    for s, direct in item_reads:
+        if id(s) in outs:
+            if not direct:
+                return False  # read at another index: a race with the loop that writes it
+            shared = True
+        elif position.get(id(s), -1) >= start:
+            return False  # written after the group's kernel runs
+        else:
+            shared = shared or id(s) in group_inputs
+    return shared

@@ -199,7 +199,10 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Auto
         dtype = to_dtype(dtype, "arange")
         index = Tensor._iota(n, canonical("arange", device))
         wide = dtypes.float64 if dtype.is_float else dtypes.int64
-        return (index.cast(wide) * step + start).cast(dtype)._tag(**kwargs)
+        out = index.cast(wide)
+        out = out if step == 1 else out * step  # no `* 1` or `+ 0` in the graph: a cheap arange is fused
+        out = out if start == 0 else out + start  # where it is read (a causal mask's comparison)
+        return out.cast(dtype)._tag(**kwargs)
 
     @staticmethod
     def _iota(n: int, device: str) -> Tensor:

@@ -66,3 +66,57 @@ def test_views_copy_nothing_until_realized():
     ref = np.pad(x.numpy().T.reshape(2, 12)[:, ::3][::-1], ((1, 0), (0, 2)))
     np.testing.assert_array_equal(y.numpy(), ref)
     assert GlobalCounters.kernel_count == 1  # one kernel read the whole view through index arithmetic
+
+
+def test_cross_entropy_is_at_most_three_kernels():
+    x, t = realized(64, 65), Tensor(np.random.default_rng(1).integers(0, 65, (64,)))
+    out = x.cross_entropy(t)  # the label range check runs here, at the call, not in the count
+    assert count(out) <= 3  # row max + picked logit in one loop; the exp sum; the mean with its count
+    logits = x.numpy().astype(np.float64)
+    logp = logits - logits.max(-1, keepdims=True)
+    logp -= np.log(np.exp(logp).sum(-1, keepdims=True))
+    np.testing.assert_allclose(out.numpy(), -logp[np.arange(64), t.numpy()].mean(), rtol=1e-5)
+
+
+def test_causal_attention_is_at_most_five_kernels():
+    q, k, v = realized(2, 4, 16, 8), realized(2, 4, 16, 9)[..., :8].contiguous(), realized(2, 3, 16, 8)[:, :1]
+    k.realize(), v.realize()
+    out = q.scaled_dot_product_attention(k, v, is_causal=True)
+    # scores with the mask computed in their loop; max; exp sum; probabilities; probabilities @ v
+    # (the goal is 4: the probabilities are realized, being read expanded over the head dim)
+    assert count(out) <= 5
+    s = q.numpy() @ np.swapaxes(k.numpy(), -1, -2) / np.sqrt(8)
+    s = np.where(np.tril(np.ones((16, 16), bool)), s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    np.testing.assert_allclose(out.numpy(), (p / p.sum(-1, keepdims=True)) @ v.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_an_adamw_step_writes_param_m_and_v_in_one_kernel():
+    from ..optim import AdamW
+
+    p = realized(32, 16).requires_grad_()
+    opt = AdamW([p], lr=1e-2, weight_decay=0.1)
+    p.grad = realized(16, 32).T.contiguous()
+    p.grad.realize()
+    before, g = p.numpy().copy(), p.grad.numpy()
+    GlobalCounters.reset()
+    opt.step()
+    assert GlobalCounters.kernel_count <= 2  # one multi-output kernel (+ the step counter's, if any)
+    m, v = 0.1 * g, 0.001 * g * g  # after one step from zero state, betas (0.9, 0.999)
+    m_hat, v_hat = m / 0.1, v / 0.001
+    ref = before * (1 - 1e-2 * 0.1) - 1e-2 * m_hat / (np.sqrt(v_hat) + 1e-8)
+    np.testing.assert_allclose(p.numpy(), ref, rtol=1e-5, atol=1e-6)
+
+
+def test_merged_outputs_read_each_other_only_at_their_own_index():
+    # b reads a transposed: in one kernel with a it would read entries the loop has not written yet
+    x = realized(8, 8)
+    a = x * 2
+    b = a.T + 1
+    c = a + x  # reads a at its own index: joins a's kernel
+    GlobalCounters.reset()
+    a.realize(b, c)
+    assert GlobalCounters.kernel_count == 2
+    np.testing.assert_allclose(b.numpy(), (x.numpy() * 2).T + 1)
+    np.testing.assert_allclose(c.numpy(), x.numpy() * 3)
+    np.testing.assert_allclose(a.numpy(), x.numpy() * 2)
