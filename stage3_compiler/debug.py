@@ -220,8 +220,9 @@ def kernel_dot(items: list, stored: set[int]) -> str:
         for src in loads.values():
             buffers[id(src)] = src
             lines.append(f"  b{id(src)} -> k{i};")
-        buffers[id(root)] = root
-        lines.append(f"  k{i} -> b{id(root)};")
+        for out in item.outputs:  # a kernel may write several bases of one shape (schedule.merge_outputs)
+            buffers[id(out)] = out
+            lines.append(f"  k{i} -> b{id(out)};")
     for key, b in buffers.items():
         lines.append(_node(f"b{key}", _describe(b), shape="ellipse"))
     return "\n".join(lines + ["}", ""])
