@@ -34,7 +34,7 @@ class UOp:
 
     def __repr__(self) -> str:
         arg = self.arg[0] if self.op == "LOAD" else self.arg  # a LOAD's arg: (index, clamp bound or None)
-        arg = render(arg) if isinstance(arg, Node) else arg
+        arg = render(arg) if isinstance(arg, Node) else arg.name if isinstance(arg, Ops) else arg
         srcs = ", ".join(s.name for s in self.srcs)
         return f"{self.name:>6} = {self.op:<8} {self.dtype.name if self.dtype else '':<8} [{srcs}] {arg}"
 
@@ -210,38 +210,57 @@ def structure(item: ScheduleItem, stored: set[int]) -> tuple[tuple, list[LazyBuf
 UPCASTS = (8, 4, 2)  # outputs one pass of a reduction loop computes, the largest that divides an axis
 
 
-def upcast_axis(item: ScheduleItem) -> tuple[int | None, int]:
-    """Which output axis a reduce kernel computes several entries of at once, and how many.
+def upcast_axes(item: ScheduleItem) -> dict[int, int]:
+    """Which output axes a reduce kernel computes several entries of at once, and how many of each.
 
     One accumulator is a chain of dependent adds: each waits for the one before (a few cycles), and
     the loop runs at that latency. Computing U outputs in one pass of the loop gives U independent
     chains the CPU overlaps (and the C compiler can pack into vector lanes), and a load that does
     not depend on that axis (a matmul's row of the left operand) is loaded once for the U of them.
     The last axis whose size U divides is taken: it is the output's contiguous one where it can be.
+    A matmul (the sum of a product whose operands are each broadcast along one output axis) takes
+    a second axis, for a tile of outputs: 4 x 8 of them read 4 + 8 values a step and reuse each 8 or
+    4 times.
     """
-    r = item.reduce
+    r, shape = item.reduce, item.root.shape
     if r is None or 0 in r.srcs[0].shape:
-        return None, 1
-    for u in UPCASTS:
-        for axis in reversed(range(len(item.root.shape))):
-            n = item.root.shape[axis]
-            if n >= u and n % u == 0:
-                return axis, u
-    return None, 1
+        return {}
+    first = next(((axis, u) for u in UPCASTS for axis in reversed(range(len(shape)))
+                  if shape[axis] >= u and shape[axis] % u == 0), None)
+    if first is None:
+        return {}
+    src = r.srcs[0]
+    if r.shape != shape or not src.is_base or src.op is not Ops.MUL:
+        return dict([first])
+    x, y = src.srcs
+    for a, b in ((x, y), (y, x)):  # a broadcast along the first axis, b along a second one
+        if broadcast(a, first[0]):
+            second = next((d for d in reversed(range(len(shape))) if d != first[0] and shape[d] >= 4
+                           and shape[d] % 4 == 0 and broadcast(b, d)), None)
+            if second is not None:
+                return dict([first, (second, 4)])
+    return dict([first])
+
+
+def broadcast(v: LazyBuffer, axis: int) -> bool:
+    """Is the view's value the same all along this axis (an expand: stride 0)?"""
+    return not v.is_base and v.st.views[-1].strides[axis] == 0
 
 
 def lower(item: ScheduleItem, stored: set[int]) -> Kernel:
     root = item.root
     L = Lowerer(item, stored)
     out_bufs = [L.global_of(o) for o in item.outputs]
-    axis, upcast = upcast_axis(item)
-    loop_sizes = [n // upcast if d == axis else n for d, n in enumerate(root.shape)]
+    ups = upcast_axes(item)
+    loop_sizes = [n // ups.get(d, 1) for d, n in enumerate(root.shape)]
     gidx = [Num(0) if n == 1 else Var(f"gidx{d}", 0, n - 1) for d, n in enumerate(loop_sizes)]
     ranges = [L.emit("RANGE", dtypes.int64, arg=(g.name, n)) for g, n in zip(gidx, loop_sizes, strict=True)
               if isinstance(g, Var)]
-    # the output indices of each of the `upcast` entries one pass computes (one lane when not upcast)
-    lanes = [gidx if axis is None else [g * upcast + j if d == axis else g for d, g in enumerate(gidx)]
-             for j in range(upcast)]
+    # the output indices of each entry one pass computes (one lane when not upcast)
+    lanes = [list(gidx)]
+    for axis, u in reversed(ups.items()):  # the first upcast axis varies fastest: its lanes sit side by side
+        lanes = [[g * u + j if d == axis else g for d, g in enumerate(lane)] for lane in lanes for j in range(u)]
+    upcast = len(lanes)
     reduce_shape: tuple[int, ...] = ()
     accs: list[dict[int, UOp]] = [{} for _ in lanes]  # per lane: reduction id -> its accumulator
     if item.reduce is not None:
@@ -277,7 +296,7 @@ def lower(item: ScheduleItem, stored: set[int]) -> Kernel:
         L.emit("ENDRANGE", None)
     kind = "r" if item.reduce is not None else "E"
     name = "_".join([kind, *(str(n) for n in root.shape)] + [f"R{n}" for n in reduce_shape])
-    name += f"_U{upcast}" if upcast > 1 else ""
+    name += f"_U{'x'.join(str(u) for u in ups.values())}" if ups else ""
     name += f"_O{len(item.outputs)}" if item.also else ""  # several outputs (schedule.merge_outputs)
     if item.reduce is not None and 0 in item.reduce.srcs[0].shape:
         name += "_empty"

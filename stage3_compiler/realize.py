@@ -4,6 +4,10 @@ buffers and call it. `GlobalCounters` counts what ran; `DEBUG` shows it:
     DEBUG=1  kernels and time per realize        DEBUG=3  each kernel's UOps as well
     DEBUG=2  one line per kernel (shape, time,    DEBUG=4  and its generated source
              GFLOP/s, GB/s)
+
+debug.py adds `GRAPH=1` (the lazy and kernel graphs as Graphviz files), `NANCHECK=1` (stop at the
+first kernel that wrote a NaN) and the user's line in compile errors, through three marked hooks.
+A kernel seen before (by its structure: lower.structure) is neither lowered nor rendered again.
 """
 
 from __future__ import annotations
