@@ -43,8 +43,7 @@ STAGES = (
           missing={**{op: "stage1 has no autograd (it arrives in stage2_autograd)" for op in AUTOGRAD},
                    "train": "stage1 has no autograd, nn or optim: the zoo trains from stage2_autograd on"}),
     Stage("stage2_autograd", devices=("CPU", "CUDA")),
-    Stage("stage3_compiler", devices=("CPU", "CUDA"),
-          missing={"solve": "stage3 has no linear solver on its IR yet (stage1 and stage2 have one)"}),
+    Stage("stage3_compiler", devices=("CPU", "CUDA")),
 )
 BY_NAME = {s.name: s for s in STAGES}
 

@@ -77,7 +77,34 @@ class FunctionalMixin(TensorCore):
         if b.ndim not in (1, 2) or b.shape[0] != n:
             raise ValueError(f"solve: b must be ({n},) or ({n}, k), got shape {b.shape}")
         check_same("solve", self, b)
-        raise NotImplementedError("solve: no linear solver on the IR yet in this stage (stage1 and stage2 have one)")
+        # stage2's C solver, written on the IR: Gaussian elimination with partial pivoting on the
+        # augmented matrix [A | b], then back substitution. The pivot row is found by argmax and
+        # swapped in by selects against the row indices (one-hot rows): nothing leaves the graph
+        # until the end, when one realize says whether a pivot was zero.
+        dtype = float_of(promote(self.dtype, b.dtype))
+        rhs = b.reshape(n, -1).cast(dtype)
+        m, rows = self.cast(dtype).cat(rhs, dim=1), self.arange(n, device=self.device).unsqueeze(1)
+        smallest = None
+        for c in range(n):
+            size = m[:, c:c + 1].abs()
+            pivot = (rows >= c).where(size, -1.0).argmax()  # the largest below the diagonal, the first of equals
+            is_p, is_c = rows == pivot, rows == c
+            row_p, row_c = (is_p.where(m, 0.0)).sum(0, keepdim=True), m[c:c + 1]
+            m = is_c.where(row_p, is_p.where(row_c, m))
+            lead = m[c:c + 1, c:c + 1]
+            size = lead.abs().reshape(())
+            smallest = size if smallest is None else smallest.minimum(size)
+            factor = (rows > c).where(m[:, c:c + 1] / lead, 0.0)
+            m = m - factor * m[c:c + 1]
+        if not smallest.item() > 0:
+            raise ValueError(f"solve: the matrix of shape {self.shape} is singular")
+        x: list = [None] * n
+        for c in reversed(range(n)):
+            acc = m[c, n:]
+            for k in range(c + 1, n):
+                acc = acc - m[c, k] * x[k]
+            x[c] = acc / m[c, c]
+        return x[0].stack(*x[1:]).reshape(b.shape) if n > 1 else x[0].reshape(b.shape)
 
     # ---- normalisation and activation helpers ----
 
