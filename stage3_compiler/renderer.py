@@ -136,7 +136,11 @@ class CRenderer:
     def render(self, kernel: Kernel) -> str:
         exp2f = self.exp2f and any(u.op == "ALU" and u.arg is Ops.EXP2 and u.dtype is dtypes.float32
                                    for u in kernel.uops)
-        lines = ["#include <math.h>", *([EXP2F] if exp2f else []), self.signature(kernel) + " {"]
+        # An upcast kernel's lanes are vectorized as one block (gcc's SLP); left on, gcc's loop
+        # vectorizer vectorizes the reduction loop instead, across strided loads: a matmul's
+        # backward ran 10x slower that way. (Other compilers ignore the pragma.)
+        slp = ['#pragma GCC optimize ("no-tree-loop-vectorize")'] if kernel.upcast > 1 else []
+        lines = ["#include <math.h>", *slp, *([EXP2F] if exp2f else []), self.signature(kernel) + " {"]
         depth = 1
         names: dict[int, str] = {}
         for u in kernel.uops:
