@@ -193,6 +193,6 @@ def clip_grad_norm_(params, max_norm: float) -> float:
         coef = max_norm / (total + 1e-6)
         if coef < 1:
             for p in params:
-                if p.grad is not None:
-                    p.grad = p.grad * coef
+                if p.grad is not None:  # held, not a constant: coef changes every step
+                    p.grad = p.grad * Optimizer._held(coef, p.grad)
     return total

@@ -190,3 +190,28 @@ def test_a_small_mlp_learns_xor():
         opt.step()
     assert loss.item() < 0.05
     assert l2(l1(x).tanh()).argmax(-1).tolist() == [0, 1, 1, 0]
+
+
+def test_training_steps_compile_once_even_when_clipping_and_the_lr_change():
+    """Numbers that change from step to step (the clip coefficient, the scheduled learning rate) are
+    held in buffers, not written into kernels as constants: after the first steps, a step compiles
+    nothing (a kernel a step would also exhaust the process's memory maps over a long run)."""
+    from .. import nn, optim
+    from ..realize import KERNELS
+
+    Tensor.manual_seed(0)
+    layer = nn.Linear(8, 4)
+    opt = optim.AdamW(nn.state.get_parameters(layer), lr=1e-2, weight_decay=0.1)
+    rng = np.random.default_rng(0)
+    sizes = []
+    for step in range(5):
+        x = Tensor(rng.standard_normal((16, 8)).astype(np.float32) * (10 + step))  # large: clipping applies
+        loss = (layer(x) ** 2).mean()
+        loss.backward()
+        total = optim.clip_grad_norm_(opt.params, 0.5)
+        assert total > 0.5  # the coefficient really changed the gradients, and differs each step
+        opt.lr = 1e-2 / (step + 1)
+        opt.step()
+        opt.zero_grad()
+        sizes.append(len(KERNELS))
+    assert sizes[2] == sizes[3] == sizes[4], sizes
