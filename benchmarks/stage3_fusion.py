@@ -1,6 +1,8 @@
 """stage3's kernel counts per realize for the graphs the compiler issue names, and the time of a
 warm nanoGPT CPU-config training step against stage2's, each stage in this one process on one
-thread (the stages share no thread pool: stage3's kernels are single-threaded).
+thread (the stages share no thread pool: stage3's kernels are single-threaded); stage2's kernel
+calls in the same step against stage3's kernels; and the first step of a fresh process with an
+empty kernel cache (every kernel compiled) and with the cache that run left on disk.
 
     OMP_NUM_THREADS=1 python -m benchmarks.stage3_fusion > benchmarks/results/stage3_fusion.txt
 """
@@ -42,31 +44,79 @@ def kernel_counts(s3) -> dict[str, int]:
     return out
 
 
-def step_time(stage, steps: int = 3) -> tuple[float, int | None]:
-    """Median seconds of a warm nanoGPT CPU-config step (forward, backward, clip, AdamW), and for
-    stage3 its kernel count."""
+def make_step(stage):
+    """One nanoGPT CPU-config training step (forward, backward, clip, AdamW) as a function."""
     T = stage.Tensor
     T.manual_seed(0)
     model = GPT(stage, GPTConfig(block_size=64, vocab_size=78, n_layer=4, n_head=4, n_embd=128, dropout=0.0))
     opt = stage.optim.AdamW(stage.nn.state.get_parameters(model), lr=1e-3, weight_decay=0.1)
     rng = np.random.default_rng(0)
-    times, kernels = [], None
-    for i in range(steps + 1):
+
+    def step() -> None:
         x, y = T(rng.integers(0, 78, (12, 64))), T(rng.integers(0, 78, (12, 64)))
-        counters = getattr(stage, "GlobalCounters", None)
-        if counters:
-            counters.reset()
-        start = time.perf_counter()
         loss = model.loss(x, y)
         loss.backward()
         loss.item()
         stage.optim.clip_grad_norm_(opt.params, 1.0)
         opt.step()
         opt.zero_grad()
-        if i:  # the first step compiles (stage3) and warms the caches
-            times.append(time.perf_counter() - start)
-        kernels = counters.kernel_count if counters else None
-    return float(np.median(times)), kernels
+
+    return step
+
+
+def step_time(stage, steps: int = 3) -> tuple[float, int | None]:
+    """Median seconds of a warm nanoGPT CPU-config step, and for stage3 its kernel count. The first
+    step compiles (stage3) and warms the caches: it is not timed."""
+    step, counters = make_step(stage), getattr(stage, "GlobalCounters", None)
+    step()
+    times = []
+    for _ in range(steps):
+        if counters:
+            counters.reset()
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times)), counters.kernel_count if counters else None
+
+
+def c_calls_per_step(stage2) -> int:
+    """stage2's kernel calls in one warm nanoGPT step: every C (or CUDA) call's status goes through
+    device.check, which each module imported by name, so each module's name is wrapped here."""
+    import sys
+
+    calls = [0]
+    original = stage2.device.check
+
+    def counting(*args, **kwargs):
+        calls[0] += 1
+        return original(*args, **kwargs)
+
+    modules = [m for name, m in sys.modules.items() if name.startswith(stage2.__name__) and
+               getattr(m, "check", None) is original]
+    step = make_step(stage2)
+    step()  # warm, and the model built: neither is counted
+    for m in modules:
+        m.check = counting
+    try:
+        step()
+    finally:
+        for m in modules:
+            m.check = original
+    return calls[0]
+
+
+def first_step_seconds(cache: str) -> float:
+    """The first nanoGPT step of a fresh process whose kernel cache lives in `cache`: with an empty
+    one it compiles every kernel (cold); run again, it finds them on disk (warm)."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import time; from benchmarks.stage3_fusion import make_step; from common.stages import load_stage;"
+            "s = load_stage(3); t = time.perf_counter(); make_step(s)(); print(time.perf_counter() - t)")
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "SITP_CACHE": cache},
+                         capture_output=True, text=True, check=True)
+    return float(out.stdout.split()[-1])
 
 
 def main() -> None:
@@ -78,6 +128,14 @@ def main() -> None:
     t3, kernels = step_time(s3)
     print("nanoGPT CPU-config step (4 layers, 128 wide, batch 12 x 64), median of 3 warm steps, one thread:")
     print(f"  stage2 {t2 * 1e3:.1f} ms, stage3 {t3 * 1e3:.1f} ms ({t3 / t2:.1f}x), stage3 kernels per step {kernels}")
+    calls = c_calls_per_step(s2)
+    print(f"  stage2 kernel calls per step {calls}: stage3's kernels are {kernels / calls:.2f} of them (goal <= 1/3)")
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as cache:
+        cold, warm = first_step_seconds(cache), first_step_seconds(cache)
+    print(f"  stage3 first step of a process (model built, forward, backward, AdamW): cold kernel cache "
+          f"{cold:.1f} s (compiles every kernel), warm disk cache {warm:.1f} s")
 
 
 if __name__ == "__main__":
