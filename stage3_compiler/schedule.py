@@ -148,33 +148,30 @@ def reads(item: ScheduleItem, produced: set[int]) -> list[tuple[LazyBuffer, bool
 
 
 def merge_outputs(items: list[ScheduleItem]) -> list[ScheduleItem]:
-    """Kernels of one shape that read the same buffers, or one another's outputs at the same index,
-    become one kernel with several outputs: AdamW's new parameter, m and v are computed in one loop
-    that reads the gradient once, and the parameter's update uses m and v as they are computed
-    instead of loading them back. Reduce kernels join when they reduce the same shape over the same
-    axes: one loop folds every accumulator (cross_entropy's row max and its picked logit). The
-    merged kernel runs where its first part was, so a part joins only if everything else it reads
-    was written before that; an output it reads at another index, or inside its reduction loop,
-    would race with the loop writing it, so that part stays out."""
+    """Kernels of one shape become one kernel with several outputs: AdamW's new parameter, m and v
+    are computed in one loop that reads the gradient once, and the parameter's update uses m and v
+    as they are computed instead of loading them back; the updates of same-shaped parameters are
+    one kernel too (fewer, larger kernels: each call costs the same fixed overhead). Reduce kernels
+    join when they reduce the same shape over the same axes: one loop folds every accumulator
+    (cross_entropy's row max and its picked logit). The merged kernel runs where its first part
+    was, so a part joins only if everything else it reads was written before that; an output it
+    reads at another index, or inside its reduction loop, would race with the loop writing it, so
+    that part stays out."""
     produced = {id(it.root) for it in items}
     position = {id(it.root): i for i, it in enumerate(items)}
     kept: list[ScheduleItem] = []
-    inputs: dict[int, set[int]] = {}  # group -> ids of the bases its outputs read
     for item in items:
         item_reads = reads(item, produced)
-        group = next((g for g in kept if _joins(g, item, item_reads, position, inputs[id(g)])), None)
+        group = next((g for g in kept if _joins(g, item, item_reads, position)), None)
         if group is None:
             kept.append(item)
-            inputs[id(item)] = set()
-            group = item
         else:
             group.also.append(item.root)
             group.also_reduces.extend(item.reduces)
-        inputs[id(group)].update(id(s) for s, _ in item_reads)
     return kept
 
 
-def _joins(group: ScheduleItem, item: ScheduleItem, item_reads, position, group_inputs: set[int]) -> bool:
+def _joins(group: ScheduleItem, item: ScheduleItem, item_reads, position) -> bool:
     if group.root.shape != item.root.shape or group.root.device != item.root.device \
             or numel(item.root.shape) == 0 or (group.reduce is None) != (item.reduce is None):
         return False
@@ -183,14 +180,9 @@ def _joins(group: ScheduleItem, item: ScheduleItem, item_reads, position, group_
         return False  # one reduction loop: the same reduced shape and axes
     start = position[id(group.root)]
     outs = {id(o) for o in group.outputs}
-    shared = False
     for s, direct in item_reads:
-        if id(s) in outs:
-            if not direct:
-                return False  # read at another index: a race with the loop that writes it
-            shared = True
-        elif position.get(id(s), -1) >= start:
+        if id(s) in outs and not direct:
+            return False  # read at another index: a race with the loop that writes it
+        if id(s) not in outs and position.get(id(s), -1) >= start:
             return False  # written after the group's kernel runs
-        else:
-            shared = shared or id(s) in group_inputs
-    return shared
+    return True

@@ -189,7 +189,10 @@ def clip_grad_norm_(params, max_norm: float) -> float:
         return 0.0
     with Tensor.no_grad():
         Tensor.realize(*grads)  # once, together: each norm below would otherwise recompute the backward graph
-        total = math.sqrt(sum(g.cast(dtypes.float64).square().sum().item() for g in grads))
+        # every squared sum in one realize, stacked and summed in order (as the sum of Python
+        # floats was): the sums over same-shaped gradients share a kernel
+        squares = [g.cast(dtypes.float64).square().sum() for g in grads]
+        total = math.sqrt(squares[0].stack(*squares[1:]).sum().item())
         coef = max_norm / (total + 1e-6)
         if coef < 1:
             for p in params:
