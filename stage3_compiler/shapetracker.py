@@ -134,7 +134,8 @@ class View:
         if 0 in new_shape:
             return View.create(new_shape)
         if self.mask is not None and self.mask[0] == (0, 0):  # nothing valid
-            return View.create(new_shape, mask=((0, 0),) * len(new_shape))
+            # a 0-d view has no dim to hold an empty mask: it stays on top of this one instead
+            return View.create(new_shape, mask=((0, 0),) * len(new_shape)) if new_shape else None
         old = [d for d, s in enumerate(self.shape) if s != 1]
         new = [d for d, s in enumerate(new_shape) if s != 1]
         strides = [0] * len(new_shape)
@@ -337,8 +338,8 @@ def _merge(below: View, top: View) -> View | None:
             return None  # a // or % survived: not a strided view
     mask = list(ranges)
     for cond in () if valid is None else valid.terms if isinstance(valid, And) else (valid,):
-        if cond == Num(0):
-            return View.create(top.shape, mask=((0, 0),) * len(top.shape))
+        if cond == Num(0):  # nothing valid: a 0-d view has no dim to say so, and stays stacked
+            return View.create(top.shape, mask=((0, 0),) * len(top.shape)) if top.shape else None
         if isinstance(cond, Lt) and cond.a in dims and isinstance(cond.b, Num):  # i < n
             d = dims[cond.a]
             mask[d] = (mask[d][0], min(mask[d][1], cond.b.value))

@@ -183,3 +183,19 @@ def test_simplify_merges_views_that_one_view_can_say():
 def test_bad_arguments_raise_value_error_naming_the_op(op, arg, match):
     with pytest.raises(ValueError, match=match):
         getattr(ShapeTracker.from_shape((4, 8)), op)(arg)
+
+
+def test_an_all_padding_view_reshaped_to_a_scalar_stays_padding():
+    # (0, 1) padded to (1, 1) holds one padded element; as a 0-d view it has no dim for the empty
+    # mask, so the view must stay stacked on the masked one, not become a plain (contiguous) view
+    st = ShapeTracker.from_shape((0, 1)).pad(((1, 0), (0, 0))).reshape(())
+    assert not st.contiguous
+    _, valid = st.expr_idxs([])
+    assert valid is not None and evaluate(valid, {}) == 0
+
+
+def test_padding_of_an_empty_tensor_reads_as_zeros():
+    from .. import Tensor
+
+    for _ in range(20):  # it read uninitialized memory, so it failed only now and then
+        assert Tensor(np.zeros((0, 1), bool)).pad(((1, 0), (0, 0))).reshape(()).numpy() == np.False_
