@@ -20,6 +20,7 @@ from typing import Any
 from .dtype import DType, dtypes
 from .lazy import LazyBuffer, numel
 from .ops import IR_ELEMENTWISE, Ops
+from .runtime import wide_vector_registers
 from .schedule import ScheduleItem
 from .symbolic import Node, Num, Var, render
 
@@ -218,28 +219,63 @@ def upcast_axes(item: ScheduleItem) -> dict[int, int]:
     chains the CPU overlaps (and the C compiler can pack into vector lanes), and a load that does
     not depend on that axis (a matmul's row of the left operand) is loaded once for the U of them.
     The last axis whose size U divides is taken: it is the output's contiguous one where it can be.
-    A matmul (the sum of a product whose operands are each broadcast along one output axis) takes
-    a second axis, for a tile of outputs: 4 x 8 of them read 4 + 8 values a step and reuse each 8 or
-    4 times.
+    A matmul gets a tile of outputs instead (matmul_tile).
     """
     r, shape = item.reduce, item.root.shape
     if r is None or 0 in r.srcs[0].shape:
         return {}
+    tile = matmul_tile(item)
+    if tile:
+        return tile
     first = next(((axis, u) for u in UPCASTS for axis in reversed(range(len(shape)))
                   if shape[axis] >= u and shape[axis] % u == 0), None)
-    if first is None:
+    return dict([first]) if first else {}
+
+
+def matmul_tile(item: ScheduleItem) -> dict[int, int]:
+    """A matmul's register tile: the sum of a product whose operands are each broadcast along one
+    output axis (a along n, b along m). Each step of the reduction loop reads TN values of b and TM
+    of a and does TM x TN multiply-adds with them: the more outputs a tile holds, the fewer loads
+    per multiply-add. TN runs along the axis where b's values sit side by side in memory, so the C
+    compiler packs them into one vector register and each accumulator row is a few vector
+    registers: 8 x 16 (8 rows of 16 floats) where the CPU has 32 vector registers (AVX-512), 4 x 16
+    where it has 16 (AVX2), 4 x 8 on a GPU (registers per thread). {} when it is not a matmul, or
+    when neither operand is contiguous along an output axis (the scheduler copies a weight read
+    transposed so that one is: schedule.copy_transposed). Measured on a Zen 4 core, 768 x 512 x 128:
+    the old 4 x 8 tile 44 GFLOP/s, 8 x 16 101; a weight read along K (x @ w.T) 37."""
+    r = item.reduce
+    src, shape = r.srcs[0], r.shape
+    if not src.is_base or src.op is not Ops.MUL:
         return {}
-    src = r.srcs[0]
-    if r.shape != shape or not src.is_base or src.op is not Ops.MUL:
-        return dict([first])
+    rows, cols = (4, 8) if item.root.device != "CPU" else (8 if wide_vector_registers() else 4, 16)
     x, y = src.srcs
-    for a, b in ((x, y), (y, x)):  # a broadcast along the first axis, b along a second one
-        if broadcast(a, first[0]):
-            second = next((d for d in reversed(range(len(shape))) if d != first[0] and shape[d] >= 4
-                           and shape[d] % 4 == 0 and broadcast(b, d)), None)
-            if second is not None:
-                return dict([first, (second, 4)])
-    return dict([first])
+    for a, b in ((x, y), (y, x)):
+        n = next((d for d in reversed(range(len(shape))) if broadcast(a, d) and contiguous_along(b, d)), None)
+        m = next((d for d in reversed(range(len(shape))) if d != n and broadcast(b, d) and not broadcast(a, d)), None)
+        if n is None or m is None:
+            continue
+        # The kernel loops over the root's shape, which may be the reduction's reshaped (a residual
+        # add after the product): a tile axis is the root's axis with the same stride.
+        tile = {root_axis(item, n): cols, root_axis(item, m): rows}
+        if None in tile:
+            continue
+        sizes = item.root.shape
+        tile = {d: next((u for u in (t, *UPCASTS) if u <= t and sizes[d] % u == 0), 1) for d, t in tile.items()}
+        if all(u > 1 for u in tile.values()):
+            return tile
+    return {}
+
+
+def root_axis(item: ScheduleItem, axis: int) -> int | None:
+    """The axis of the kernel's root along which the reduction's output axis runs: the one with the
+    same stride in its contiguous layout (the root is the reduction, or a same-order reshape of it)."""
+    stride, shape = strides_of(item.reduce.shape)[axis], item.root.shape
+    return next((d for d, s in enumerate(strides_of(shape)) if s == stride and shape[d] > 1), None)
+
+
+def contiguous_along(v: LazyBuffer, axis: int) -> bool:
+    """Do the view's neighbouring entries along this axis sit side by side in memory?"""
+    return v.is_base and axis == len(v.shape) - 1 or not v.is_base and v.st.views[-1].strides[axis] == 1
 
 
 def broadcast(v: LazyBuffer, axis: int) -> bool:

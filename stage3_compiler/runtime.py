@@ -50,13 +50,24 @@ def sanitize_flags() -> list[str]:
 
 
 @functools.cache
+def macros() -> bytes:
+    """Every macro the compiler predefines under our flags (the CPU's ISA among them)."""
+    return subprocess.run([compiler(), *[f for f in flags() if f != "-shared"], "-dM", "-E", "-x", "c", "-"],
+                          input=b"", capture_output=True).stdout
+
+
+@functools.cache
 def machine_key() -> str:
-    """The compiler's version and every macro it predefines under our flags (the CPU's ISA among them)."""
-    cc = compiler()
-    version = subprocess.run([cc, "--version"], capture_output=True).stdout
-    macros = subprocess.run([cc, *[f for f in flags() if f != "-shared"], "-dM", "-E", "-x", "c", "-"],
-                            input=b"", capture_output=True).stdout
-    return hashlib.sha256(version + macros + sys.version.encode()).hexdigest()[:16]
+    """The compiler's version and its predefined macros."""
+    version = subprocess.run([compiler(), "--version"], capture_output=True).stdout
+    return hashlib.sha256(version + macros() + sys.version.encode()).hexdigest()[:16]
+
+
+@functools.cache
+def wide_vector_registers() -> bool:
+    """Does the compiler target a CPU with 32 vector registers of 16 floats (AVX-512)? It sets the
+    size of a matmul's register tile (lower.matmul_tile)."""
+    return b"__AVX512F__" in macros()
 
 
 def cache_dir() -> Path:

@@ -13,6 +13,9 @@ computed inside the kernel that reads it, as an expression, and never stored). T
   order; not expanded: softmax's max is read expanded, so it stays realized), is fused the other way round:
   that reader becomes the kernel, with the reduction's loop inside it (`relu(x @ w + b)`: the
   matmul's sum and the bias and the relu in one kernel).
+- a matmul that reads a 2-D weight along the summed axis (x @ w.T) reads a transposed copy of it
+  instead, which the scheduler adds (copy_transposed): the copy is small, and the product then
+  runs from vector registers (lower.matmul_tile);
 - a chain of more than MAX_DEPTH fused ops is cut by realizing the base at the cut: a kernel of
   ten thousand chained adds would take long to compile, and lowering it recurses that deep.
 A kernel therefore writes one base and holds at most one reduction loop.
@@ -91,8 +94,64 @@ def view_cost(v: LazyBuffer) -> int:
     return 2 * sum(view.mask is not None for view in v.st.views) + 2 * (len(v.st.views) - 1)
 
 
+def transposed_operand(b: LazyBuffer) -> LazyBuffer | None:
+    """For a matmul (a sum over one axis of the product of two views, each expanded along an output
+    axis the other is not) that reads a 2-D weight by rows, its operand: the view of the weight.
+
+    x @ w.T (a Linear layer's forward) reads w along the summed axis K: no output axis reads w's
+    neighbouring floats, so the kernel cannot hold its outputs in vector registers. A copy of w
+    with N innermost costs N*K reads and writes, and the product then reuses each copied value for
+    every row, several times faster (lower.matmul_tile). Only for a weight (the operand's only
+    axes are N and K) read by at least MIN_ROWS rows (when both operands are, the one read by
+    more): a batch of small products (attention's q @ k.T) would pay a copy kernel for little."""
+    if b.op is not Ops.REDUCE_ADD or len(b.arg) != 1 or not b.srcs[0].is_base or b.srcs[0].op is not Ops.MUL:
+        return None
+    mul, k = b.srcs[0], b.arg[0]
+    if mul.buffer is not None or any(s.is_base for s in mul.srcs):
+        return None
+    x, y = (s.st.views[-1].strides for s in mul.srcs)  # the last view holds a broadcast's 0 strides
+    if any(p[d] == 0 and q[d] == 1 for p, q in ((x, y), (y, x)) for d in range(len(b.shape)) if d != k):
+        return None  # one operand already runs along an output axis the other is broadcast on
+    best, reuse = None, MIN_ROWS - 1
+    for x, w in (mul.srcs, mul.srcs[::-1]):  # x @ w.T reads both along K: copy the one reused most
+        if len(w.st.views) != 1:
+            continue
+        xs, ws = x.st.views[-1].strides, w.st.views[0].strides
+        own = [d for d, n in enumerate(w.shape) if n != 1 and ws[d] != 0]  # the weight's own axes
+        rows = numel(tuple(n for d, n in enumerate(w.shape) if n != 1 and ws[d] == 0 and xs[d] != 0))
+        if len(own) == 2 and k in own and ws[k] == 1 and rows > reuse:
+            n = next(d for d in own if d != k)
+            if xs[n] == 0 and w.shape[n] >= 8:
+                best, reuse = w, rows
+    return best
+
+
+MIN_ROWS = 16
+
+
+def copy_transposed(mul: LazyBuffer, w: LazyBuffer) -> None:
+    """Replace the matmul's operand view w by the same values read from a copy whose innermost axis
+    is the output axis N (the graph changes, its values do not)."""
+    strides = w.st.views[0].strides
+    own = [d for d, n in enumerate(w.shape) if n != 1 and strides[d] != 0]
+    n = next(d for d in own if strides[d] != 1)
+    weight = w.shrink(tuple((0, size) if d in own else (0, 1) for d, size in enumerate(w.shape)))
+    order = tuple(d for d in range(len(w.shape)) if d != n) + (n,)
+    copy = weight.permute(order).contiguous()
+    view = copy.permute(tuple(order.index(d) for d in range(len(order)))).expand(w.shape)
+    mul.srcs = tuple(view if s is w else s for s in mul.srcs)
+
+
 def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
     bases = graph(outs)
+    changed = False
+    for b in bases:
+        w = transposed_operand(b)
+        if w is not None:
+            copy_transposed(b.srcs[0], w)
+            changed = True
+    if changed:
+        bases = graph(outs)
     readers = _readers(bases)
     wanted = {id(o.base) for o in outs}
     realize = {id(b) for b in bases if id(b) in wanted or b.forced or b.op in IR_REDUCE}

@@ -1,13 +1,19 @@
 """Upcasting: a reduce kernel computes several outputs a pass of its loop (lower.upcast_axes), a
-matmul a 4 x 8 tile of them. Which axes it picks, and that every shape still computes the right
-numbers: sizes the tile divides, sizes it does not, and transposed operands."""
+matmul a tile of them (8 or 4 rows by 16 columns on a CPU, by its vector registers). Which axes it
+picks, the transposed copy the scheduler makes of a weight read along K (x @ w.T), and that every
+shape still computes the right numbers: sizes the tile divides, sizes it does not, and transposed
+operands."""
 
 import numpy as np
 import pytest
 
 from .. import Tensor
 from ..lower import upcast_axes
+from ..ops import Ops
+from ..runtime import wide_vector_registers
 from ..schedule import create_schedule
+
+ROWS = 8 if wide_vector_registers() else 4
 
 
 def rand(*shape, seed=0):
@@ -20,11 +26,40 @@ def only_item(t: Tensor):
     return items[0]
 
 
-def test_a_matmul_takes_a_tile_of_eight_columns_by_four_rows():
-    a, b = rand(16, 12), rand(12, 24, seed=1)
-    ups = upcast_axes(only_item(a @ b))
-    # the product's shape is (16, 24, 1): 8 along the columns (axis 1), 4 along the rows (axis 0)
-    assert ups == {1: 8, 0: 4}
+def test_a_matmul_takes_a_tile_of_sixteen_columns():
+    a, b = rand(16, 12), rand(12, 32, seed=1)
+    # the product's shape is (16, 32, 1): 16 along the columns (axis 1), ROWS along the rows (axis 0)
+    assert upcast_axes(only_item(a @ b)) == {1: 16, 0: ROWS}
+
+
+def test_a_tile_shrinks_to_what_divides_the_axes():
+    a, b = rand(12, 12), rand(12, 24, seed=1)
+    assert upcast_axes(only_item(a @ b)) == {1: 8, 0: 4}  # 16 does not divide 24, 8 does not divide 12
+
+
+def test_a_weight_read_transposed_is_copied_once_and_the_product_is_tiled():
+    x, w = rand(64, 24), rand(48, 24, seed=1)  # a Linear layer: x @ w.T, w stored (out, in), read by 64 rows
+    items = create_schedule([(x @ w.T).lazydata])
+    assert [it.root.op for it in items] == [Ops.CONTIGUOUS, Ops.REDUCE_ADD]
+    assert items[0].root.shape == (1, 24, 48)  # w transposed (its output axis innermost), a row of 1 in front
+    assert upcast_axes(items[1]) == {1: 16, 0: ROWS}
+    out = x @ w.T
+    np.testing.assert_allclose(out.numpy(), x.numpy() @ w.numpy().T, rtol=1e-5, atol=1e-5)
+
+
+def test_small_or_batched_products_are_not_copied():
+    x, w = rand(8, 24), rand(12, 24, seed=1)  # each operand is read by 12 rows at most: not worth a copy
+    assert len(create_schedule([(x @ w.T).lazydata])) == 1
+    q, k = rand(2, 3, 32, 8), rand(2, 3, 32, 8, seed=1)  # attention's q @ k.T: a batch of weights
+    assert len(create_schedule([(q @ k.transpose(-1, -2)).lazydata])) == 1
+
+
+def test_a_residual_add_after_the_product_keeps_the_tile():
+    x, w, r = rand(2, 16, 24), rand(32, 24, seed=1), rand(2, 16, 32, seed=2)
+    out = x @ w.T + r  # the kernel's root is the add, shaped (2, 16, 32); the sum is (32, 32, 1)
+    items = create_schedule([out.lazydata])
+    assert upcast_axes(items[-1]) == {2: 16, 1: ROWS}
+    np.testing.assert_allclose(out.numpy(), x.numpy() @ w.numpy().T + r.numpy(), rtol=1e-5, atol=1e-5)
 
 
 def test_a_plain_sum_takes_one_axis():
@@ -38,7 +73,8 @@ def test_nothing_divides_nothing_is_upcast():
     assert upcast_axes(only_item(rand(5).sum())) == {}
 
 
-@pytest.mark.parametrize("m,k,n", [(16, 12, 24), (8, 3, 8), (12, 7, 4), (5, 9, 16), (7, 5, 3), (32, 64, 8)])
+@pytest.mark.parametrize("m,k,n", [(16, 12, 24), (8, 3, 8), (12, 7, 4), (5, 9, 16), (7, 5, 3), (32, 64, 8),
+                                   (40, 17, 48), (24, 32, 80)])
 @pytest.mark.parametrize("layout", ["nn", "nt", "tn"])
 def test_matmuls_with_and_without_a_tile_match_numpy(m, k, n, layout):
     a = rand(m, k) if layout[0] == "n" else rand(k, m).T
