@@ -142,6 +142,26 @@ def copy_transposed(mul: LazyBuffer, w: LazyBuffer) -> None:
     mul.srcs = tuple(view if s is w else s for s in mul.srcs)
 
 
+NARROW = 32  # columns of a matmul whose operand is recomputed rather than stored (two tiles of 16)
+
+
+def narrow_matmul_operand(b: LazyBuffer, readers: dict) -> bool:
+    """Is b read only as an operand of matmuls with at most NARROW columns, expanded along them?
+    Such a kernel computes 16 columns a pass and each pass shares b's value between them, so b is
+    computed at most twice per element: cheaper than a kernel storing it and a second reading it
+    back. Attention's softmax weights, multiplied by v (the head size, 8 to 32 columns here), are the
+    case: softmax(q @ k.T) @ v is 4 kernels instead of 5."""
+    found = readers.get(id(b), [])
+    for reader, view in found:
+        users = readers.get(id(reader), [])
+        if reader.op is not Ops.MUL or numel(view.shape) > NARROW * numel(b.shape) or not users:
+            return False
+        for user, _ in users:  # each a sum whose summed axes b is not expanded along
+            if user.op is not Ops.REDUCE_ADD or any(view.st.views[-1].strides[d] == 0 for d in user.arg):
+                return False
+    return bool(found)
+
+
 def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
     bases = graph(outs)
     changed = False
@@ -178,7 +198,7 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
             realize.add(id(b))
             cost[id(b)] = depth[id(b)] = 0
         expanded = any(numel(view.shape) > numel(b.shape) for _, view in readers.get(id(b), ()))
-        if b.op in IR_ELEMENTWISE and expanded and cost[id(b)] > CHEAP:
+        if b.op in IR_ELEMENTWISE and expanded and cost[id(b)] > CHEAP and not narrow_matmul_operand(b, readers):
             realize.add(id(b))
     items = []
     for b in bases:
