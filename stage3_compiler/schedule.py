@@ -94,6 +94,9 @@ def view_cost(v: LazyBuffer) -> int:
     return 2 * sum(view.mask is not None for view in v.st.views) + 2 * (len(v.st.views) - 1)
 
 
+MIN_ROWS = 16  # rows that must read a weight for its transposed copy to pay
+
+
 def transposed_operand(b: LazyBuffer) -> LazyBuffer | None:
     """For a matmul (a sum over one axis of the product of two views, each expanded along an output
     axis the other is not) that reads a 2-D weight by rows, its operand: the view of the weight.
@@ -125,8 +128,6 @@ def transposed_operand(b: LazyBuffer) -> LazyBuffer | None:
                 best, reuse = w, rows
     return best
 
-
-MIN_ROWS = 16
 
 
 def copy_transposed(mul: LazyBuffer, w: LazyBuffer) -> None:
