@@ -226,10 +226,20 @@ class AutogradMixin(TensorCore):
         return no_grad()
 
     def assign(self, x) -> Self:
-        """Make this tensor stand for x's values (same shape and dtype): parameters keep their identity.
-        Lazily: the tensor now points at x's graph node, which the next realize computes."""
+        """Write x's values into this tensor (same shape; cast to its dtype), lazily: the next realize
+        computes them. A tensor that is a whole realized buffer (a parameter, an optimizer's state)
+        keeps that buffer and the values are written into it, as torch's `copy_` does: a tensor
+        sharing the buffer (a view, a detach) sees them, and a jitted step (jit.py) finds its state
+        where it left it. Any other tensor just points at x's values from now on."""
         if tuple(x.shape) != self.shape:
             raise ValueError(f"assign: shape {tuple(x.shape)} does not match {self.shape}")
-        self.lazydata = x.cast(self.dtype).to(self.device).lazydata  # a state dict loaded on another device lands here
+        value = x.cast(self.dtype).to(self.device).lazydata  # a state dict loaded on another device lands here
+        old = self.lazydata
+        storage = None if not old.is_base else old if old.buffer is not None else old.target
+        if storage is None:
+            self.lazydata = value
+        else:
+            old.target = None  # an earlier assign not realized yet: this one writes the memory
+            self.lazydata = value.copy(storage)
         return self
 

@@ -29,11 +29,12 @@ POOL_LIMIT = 0 if os.environ.get("SITP_SANITIZE") else 1 << 30  # ASan sees a re
 
 
 class Buffer:
-    __slots__ = ("nbytes", "mem", "address")
+    __slots__ = ("nbytes", "mem", "address", "version", "__weakref__")
     kernels = host_kernels  # the fixed kernels that are not the IR's (runtime.py): random numbers, iota
 
     def __init__(self, nbytes: int):
         self.nbytes = nbytes
+        self.version = 0  # writes in place so far (an assign's; see lazy.LazyBuffer.seen)
         free = _pool.get(nbytes)
         if free:
             self.mem = free.pop()

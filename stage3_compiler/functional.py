@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from typing import Self
 
+from . import jit
 from .device import check_same
 from .dtype import dtypes, float_of, promote
 from .hooks import TensorCore
@@ -217,10 +218,10 @@ class FunctionalMixin(TensorCore):
                              "without the last dim")
         mask = Y != ignore_index
         labels = mask.where(Y, 0)
-        if labels.numel() and (labels.min().item() < 0 or labels.max().item() >= C):
-            raise IndexError(f"{name}: target labels must lie in [0, {C}) or equal ignore_index {ignore_index}; "
-                             f"got values in [{labels.min().item()}, {labels.max().item()}] "
-                             f"(logits {self.shape}, targets {Y.shape})")
+        shapes = f"(logits {self.shape}, targets {Y.shape})"
+        jit.check_range(labels, C, lambda low, top: IndexError(
+            f"{name}: target labels must lie in [0, {C}) or equal ignore_index {ignore_index}; "
+            f"got values in [{low}, {top}] {shapes}"))
         # log_softmax's value at the label, x[label] - max - log(sum(exp(x - max))), with x[label]
         # picked from x itself: that sum reads only x, so it shares the max's loop over the classes
         x = self.cast(float_of(self.dtype))

@@ -34,7 +34,11 @@ class LazyBuffer:
             self.op, self.arg, self.srcs = op, arg, srcs
             self.buffer = None
             self.forced = False  # realize this node even when it could be fused (contiguous, assign)
+            self.target = None  # a realized base whose memory this one is written into (assign; see copy)
             self.site = callsite()  # (file, line) of the user's code that made it, for errors (debug.py)
+            # the realized buffers it reads and their versions now: an assign that writes one of them
+            # in place before this node is computed would change what it reads (the scheduler raises)
+            self.seen = tuple((s.base.buffer, s.base.buffer.version) for s in srcs if s.base.buffer is not None)
 
     # ---- what it is ----
 
@@ -95,6 +99,16 @@ class LazyBuffer:
             return self  # a base, or a reshape of one: its buffer already holds these elements in order
         out = LazyBuffer(self.device, ShapeTracker.from_shape(self.shape), self.dtype, Ops.CONTIGUOUS, None, (self,))
         out.forced = True
+        return out
+
+    def copy(self, target: LazyBuffer | None = None) -> LazyBuffer:
+        """A base of its own holding this view's values, always realized (clone, assign). With a target
+        (a realized base of the same shape and dtype) the kernel writes into the target's memory
+        instead of a new buffer: an update in place, which the scheduler orders after every kernel
+        that reads the old values, or turns back into a new buffer when it cannot (see
+        schedule.place_in_memory)."""
+        out = LazyBuffer(self.device, ShapeTracker.from_shape(self.shape), self.dtype, Ops.CONTIGUOUS, None, (self,))
+        out.forced, out.target = True, target
         return out
 
     # ---- movement: views, composed in the ShapeTracker ----

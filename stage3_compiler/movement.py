@@ -11,6 +11,7 @@ from typing import Self
 
 import numpy as np
 
+from . import jit
 from .autograd import record
 from .device import check_same
 from .dtype import dtypes
@@ -279,10 +280,10 @@ class MovementMixin(TensorCore):
                 raise TypeError(f"getitem: index arrays must be integers, got {t.dtype.name}")
             t = t.cast(dtypes.int64)
             t = (t < 0).where(t + n, t)
-            if t.numel() and (t.min().item() < 0 or t.max().item() >= n):
-                bad = t.min().item() if t.min().item() < 0 else t.max().item()
-                raise IndexError(f"getitem: index {bad - n if bad < 0 else bad} is out of bounds for a dim "
-                                 f"of size {n} in shape {self.shape}")
+            shape = self.shape
+            jit.check_range(t, n, lambda low, top, n=n, shape=shape: IndexError(
+                f"getitem: index {low - n if low < 0 else top} is out of bounds for a dim of size {n} "
+                f"in shape {shape}"))
             idx.append(t)
         b_shape = broadcast_shapes("getitem", *(t.shape for t in idx))
         # Move the indexed dims to the front, then one mask per index array: position b selects

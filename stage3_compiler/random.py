@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+from . import jit
 from .buffer import Buffer
 from .device import check
 from .dtype import DType
@@ -27,4 +28,6 @@ def uniform_buffer(n: int, dtype: DType, buffer: type = Buffer) -> Buffer:
     check(buf.kernels.rand_uniform(dtype.code, buf.ptr(0, dtype), n, RandomState.seed, RandomState.counter),
           "rand_uniform", "rand")
     RandomState.counter = (RandomState.counter + n) & 0xFFFFFFFFFFFFFFFF
+    if jit.CAPTURING:  # a replay draws the next n again (jit.py)
+        jit.note_fixed("random", buf, n, dtype)
     return buf

@@ -16,7 +16,7 @@ import os
 import time
 from dataclasses import dataclass, replace
 
-from . import debug
+from . import debug, jit
 from .device import buffer_class
 from .lazy import LazyBuffer, numel
 from .lower import Kernel, lower, structure
@@ -58,8 +58,14 @@ KERNELS: dict[tuple, CompiledKernel] = {}
 
 def run_item(item: ScheduleItem, stored: set[int]) -> None:
     root = item.root
-    for out in item.outputs:
-        out.buffer = buffer_class("realize", out.device)(numel(out.shape) * out.dtype.itemsize)
+    new = []
+    for out in item.outputs:  # a new buffer, or the memory an assign writes in place (schedule.place_in_memory)
+        if out.target is not None:
+            out.buffer, out.target = out.target.buffer, None
+            out.buffer.version += 1
+        else:
+            out.buffer = buffer_class("realize", out.device)(numel(out.shape) * out.dtype.itemsize)
+            new.append((out.buffer, f"{out.dtype.name} {out.shape}"))
     # The device seam: the output buffer's `kernels` render, compile and launch for its device
     # (runtime.py's HostKernels on the CPU, cuda/runtime.py's Runtime on the GPU).
     device = root.buffer.kernels
@@ -78,11 +84,14 @@ def run_item(item: ScheduleItem, stored: set[int]) -> None:
         compiled = KERNELS[key] = CompiledKernel(replace(kernel, buffers=[]), source, fn, slots)
     kernel = replace(compiled.kernel, buffers=[*item.outputs, *(inputs[i] for i in compiled.slots)])
     source, fn = compiled.source, compiled.fn
+    buffers = [b.base.buffer for b in kernel.buffers]
     start = time.perf_counter()
-    device.launch(fn, kernel, [b.base.buffer for b in kernel.buffers])  # on a GPU: the launch, not the run
+    device.launch(fn, kernel, buffers)  # on a GPU: the launch, not the run
     elapsed = time.perf_counter() - start
     iterations = numel(kernel.reduce_shape or kernel.shape)  # output entries times reduction steps
     nbytes = sum(numel(b.shape) * b.dtype.itemsize for b in kernel.buffers)
+    if jit.CAPTURING:  # jit.py: a TinyJit is capturing this call's kernels
+        jit.note_kernel(device, fn, compiled.kernel, buffers, new, kernel.ops * iterations, nbytes)
     for out in item.outputs:
         debug.kernel_ran(kernel, out, stored)  # debug.py: NANCHECK, and kernel names for GRAPH
     GlobalCounters.kernel_count += 1

@@ -151,8 +151,12 @@ def narrow_matmul_operand(b: LazyBuffer, readers: dict) -> bool:
     Such a kernel computes 16 columns a pass and each pass shares b's value between them, so b is
     computed at most twice per element: cheaper than a kernel storing it and a second reading it
     back. Attention's softmax weights, multiplied by v (the head size, 8 to 32 columns here), are the
-    case: softmax(q @ k.T) @ v is 4 kernels instead of 5."""
+    case: softmax(q @ k.T) @ v is 4 kernels instead of 5. Only for one reading product: the
+    backward's gradient of the scores (~50 ops an element) is read by two, and recomputing it
+    inside both made them the two slowest kernels of a nanoGPT step."""
     found = readers.get(id(b), [])
+    if len(found) != 1:
+        return False  # read by two products (a gradient, dS @ k and dS.T @ q): computed once and stored
     for reader, view in found:
         users = readers.get(id(reader), [])
         if reader.op is not Ops.MUL or numel(view.shape) > NARROW * numel(b.shape) or not users:
@@ -163,8 +167,19 @@ def narrow_matmul_operand(b: LazyBuffer, readers: dict) -> bool:
     return bool(found)
 
 
+def check_versions(bases: list[LazyBuffer]) -> None:
+    """Every realized buffer a node reads still holds what it held when the node was made."""
+    for b in bases:
+        if any(buf.version != version for buf, version in b.seen):
+            where = f" made at {b.site[0]}:{b.site[1]}" if b.site else ""
+            raise RuntimeError(f"realize: the {b.op.name} {b.shape}{where} reads a tensor that assign() has "
+                               "since overwritten in place; realize it before the assign (or clone() the "
+                               "tensor and realize the clone)")
+
+
 def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
     bases = graph(outs)
+    check_versions(bases)
     changed = False
     for b in bases:
         w = transposed_operand(b)
@@ -184,7 +199,8 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
         if len(found) != 1:
             continue
         reader, view = found[0]
-        if reader.op in IR_ELEMENTWISE and same_order(view, b) and id(reader) not in fused_into:
+        fusable = reader.op in IR_ELEMENTWISE or reader.op is Ops.CONTIGUOUS  # (an assign of a sum)
+        if fusable and same_order(view, b) and id(reader) not in fused_into:
             fused_into[id(reader)] = b
             realize.discard(id(b))
             realize.add(id(reader))
@@ -206,15 +222,15 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
         if id(b) not in realize or b.op is Ops.BUFFER:
             continue
         items.append(ScheduleItem(b, b if b.op in IR_REDUCE else fused_into.get(id(b))))
-    return merge_outputs(items)
+    return place_in_memory(merge_outputs(items))
 
 
-def reads(item: ScheduleItem, produced: set[int]) -> list[tuple[LazyBuffer, bool]]:
-    """(base, read at the kernel's own index after its reduction loop?) for every base the kernel
-    loads or that is one of its outputs. The walk stops at realized bases and at the ones this
-    schedule produces. A read is at the kernel's own index when every step on the way is a base, not
-    a view, and none is a reduction (what a reduction reads, it reads inside its loop)."""
-    out, seen, stack = [], set(), [(item.root, True)]
+def reads(root: LazyBuffer, produced: set[int]) -> list[tuple[LazyBuffer, bool]]:
+    """(base, read at the kernel's own index after its reduction loop?) for every base the output
+    `root` of a kernel loads or that is another output. The walk stops at realized bases and at the
+    ones this schedule produces. A read is at the kernel's own index when every step on the way is a
+    base, not a view, and none is a reduction (what a reduction reads, it reads inside its loop)."""
+    out, seen, stack = [], set(), [(root, True)]
     while stack:
         b, direct = stack.pop()
         for v in b.srcs:
@@ -241,7 +257,7 @@ def merge_outputs(items: list[ScheduleItem]) -> list[ScheduleItem]:
     position = {id(it.root): i for i, it in enumerate(items)}
     kept: list[ScheduleItem] = []
     for item in items:
-        item_reads = reads(item, produced)
+        item_reads = reads(item.root, produced)
         group = next((g for g in kept if _joins(g, item, item_reads, position)), None)
         if group is None:
             kept.append(item)
@@ -266,3 +282,45 @@ def _joins(group: ScheduleItem, item: ScheduleItem, item_reads, position) -> boo
         if id(s) not in outs and position.get(id(s), -1) >= start:
             return False  # written after the group's kernel runs
     return True
+
+
+def place_in_memory(items: list[ScheduleItem]) -> list[ScheduleItem]:
+    """Where an assign writes: into its target's memory (an update in place, so a parameter keeps
+    its buffer) when that is safe, else into a new buffer (the target is dropped; the values are
+    the same). It is safe when
+    - only the output's own expression reads the target, and only at the output's own index (the
+      kernel then loads each element before it stores that element: no race, even though the C
+      declares its pointers `restrict`), and
+    - no kernel after it reads the old values: a kernel that does (the backward of x @ w reads w) is
+      run first, by moving the writer after it, unless a kernel between them needs the writer's
+      outputs."""
+    produced = {id(o) for item in items for o in item.outputs}
+
+    def readers_of(target: LazyBuffer, start: int) -> list[int]:
+        return [j for j in range(start, len(items))
+                if any(s is target for o in items[j].outputs for s, _ in reads(o, produced))]
+
+    for item in [it for it in items if any(o.target is not None for o in it.outputs)]:
+        for o in item.outputs:
+            target = o.target
+            if target is None:
+                continue
+            others = [s for p in item.outputs if p is not o for s, _ in reads(p, produced)]
+            own = [direct for s, direct in reads(o, produced) if s is target]
+            if target.buffer is None or not all(own) or any(s is target for s in others):
+                o.target = None
+                continue
+            i = items.index(item)
+            later = readers_of(target, i + 1)
+            if later:
+                outs = {id(p) for p in item.outputs}
+                if any(id(s) in outs for j in range(i + 1, later[-1] + 1) for p in items[j].outputs
+                       for s, _ in reads(p, produced)):
+                    o.target = None
+                    continue
+                items.insert(later[-1], items.pop(i))
+    for i, item in enumerate(items):  # one writer moved past another's reader: that one writes a new buffer
+        for o in item.outputs:
+            if o.target is not None and readers_of(o.target, i + 1):
+                o.target = None
+    return items

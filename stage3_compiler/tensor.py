@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from . import random, threads
+from . import jit, random, threads
 from .autograd import AutogradMixin, check_requires_grad, record
 from .device import buffer_class, canonical, check
 from .dtype import DType, dtypes, to_dtype
@@ -95,6 +95,8 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Auto
             self._setup(LazyBuffer.const(arr.item(), dtype, device), requires_grad)
             return
         buf = buffer_class("Tensor", device).from_numpy(arr)
+        if jit.CAPTURING:
+            jit.note_upload(buf)
         self._setup(LazyBuffer.from_buffer(buf, shape, dtype, device), requires_grad)
 
     def _setup(self, lazydata: LazyBuffer, requires_grad: bool | None = None) -> None:
@@ -208,6 +210,8 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Auto
     def _iota(n: int, device: str) -> Tensor:
         buf = buffer_class("arange", device)(n * 8)
         check(buf.kernels.iota(buf.address, n), "iota", "arange")
+        if jit.CAPTURING:
+            jit.note_fixed("iota", buf, n)
         return Tensor._whole(buf, (n,), dtypes.int64, device)
 
     @staticmethod
@@ -299,11 +303,13 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Auto
         return self if out.lazydata is self.lazydata else record(out, Ops.CONTIGUOUS, (self,))
 
     def clone(self) -> Tensor:
-        """A copy: buffers are never written twice in this stage, so sharing one is already safe."""
-        return record(Tensor._make(self.lazydata.contiguous()), Ops.CONTIGUOUS, (self,))
+        """A copy in a buffer of its own (assign may later write into the one it was copied from)."""
+        return record(Tensor._make(self.lazydata.copy()), Ops.CONTIGUOUS, (self,))
 
     def numpy(self) -> np.ndarray:
         x = self.contiguous().realize()
+        if jit.CAPTURING:
+            jit.note_readback()
         return x.lazydata.realized.to_numpy(0, x.numel(), x.dtype).reshape(x.shape)
 
     def item(self):

@@ -12,6 +12,7 @@ not touched). Checkpoints (see checkpoint.py) hold everything the next step depe
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -66,22 +67,36 @@ def evaluate(task: Task, stage: ModuleType, model: Any, cfg: TrainConfig) -> flo
     return total / cfg.eval_batches
 
 
-def train_step(task: Task, stage: ModuleType, model: Any, opt: Any, cfg: TrainConfig,
-               rng: np.random.Generator) -> float:
-    """One optimizer step on ``cfg.grad_accum`` fresh train batches; returns their mean loss."""
+def step_function(stage: ModuleType, model: Any, opt: Any, cfg: TrainConfig) -> Any:
+    """What one optimizer step computes, from its micro-batches [(x, y)] to their losses (a tensor,
+    one per micro-batch): each loss divided by grad_accum before backward, the gradients clipped,
+    the optimizer stepped and the gradients zeroed. On a stage with a JIT (stage3's TinyJit) it is
+    jitted: from the third step on, its kernels replay without building or scheduling the graph
+    (set JIT=0 to run it eagerly)."""
     T = stage.Tensor
-    total = 0.0
-    with T.train():
-        for _ in range(cfg.grad_accum):
-            x, y = task.tensors(T, *task.train.sample(rng, cfg.batch_size))
-            loss = model.loss(x, y)
-            (loss / cfg.grad_accum).backward()
-            total += loss.item()
-    if cfg.grad_clip:
-        stage.optim.clip_grad_norm_(opt.params, cfg.grad_clip)
-    opt.step()
-    opt.zero_grad()
-    return total / cfg.grad_accum
+
+    def step(batches):
+        losses = []
+        with T.train():
+            for x, y in batches:
+                loss = model.loss(x, y)
+                (loss / cfg.grad_accum).backward()
+                losses.append(loss.detach().reshape(1))
+        if cfg.grad_clip:
+            stage.optim.clip_grad_norm_(opt.params, cfg.grad_clip)
+        opt.step()
+        opt.zero_grad()
+        return losses[0].cat(*losses[1:]) if len(losses) > 1 else losses[0]
+
+    jit = getattr(stage, "TinyJit", None)
+    return jit(step) if jit is not None and os.environ.get("JIT", "1") != "0" else step
+
+
+def train_step(task: Task, stage: ModuleType, step: Any, cfg: TrainConfig, rng: np.random.Generator) -> float:
+    """One optimizer step (``step``, from step_function) on ``cfg.grad_accum`` fresh train batches;
+    returns their mean loss (the micro-batches' float32 losses summed as Python floats)."""
+    batches = [task.tensors(stage.Tensor, *task.train.sample(rng, cfg.batch_size)) for _ in range(cfg.grad_accum)]
+    return sum(step(batches).tolist()) / cfg.grad_accum
 
 
 def train(task: Task, stage: ModuleType, cfg: TrainConfig, out: str | Path | None = None, resume: bool = False,
@@ -116,9 +131,10 @@ def train(task: Task, stage: ModuleType, cfg: TrainConfig, out: str | Path | Non
     began = time.perf_counter()
     bar = tqdm(range(start, cfg.steps), desc=f"{task.name} {stage.__name__}", disable=not progress,
                mininterval=1.0, initial=start, total=cfg.steps)
+    run = step_function(stage, model, opt, cfg)
     for step in bar:
         opt.lr = learning_rate(cfg, step, stage.optim)
-        losses.append(train_step(task, stage, model, opt, cfg, rng))
+        losses.append(train_step(task, stage, run, cfg, rng))
         if not np.isfinite(losses[-1]):
             raise RuntimeError(f"train {task.name}: loss is {losses[-1]} at step {step}; lower the learning rate")
         done = step + 1

@@ -13,11 +13,12 @@ from .runtime import runtime
 
 
 class CudaBuffer:
-    __slots__ = ("nbytes", "mem", "address", "kernels")
+    __slots__ = ("nbytes", "mem", "address", "kernels", "version", "__weakref__")
 
     def __init__(self, nbytes: int):
         self.kernels = runtime()  # the device's renderer, compiler, launcher and fixed kernels
         self.nbytes = nbytes
+        self.version = 0  # writes in place so far (an assign's; see lazy.LazyBuffer.seen)
         self.mem = self.kernels.backend.alloc(max(nbytes, 1))  # keeps the memory alive
         self.address = int(self.mem.ptr)
 

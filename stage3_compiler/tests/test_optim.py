@@ -127,7 +127,7 @@ def test_clip_grad_norm_matches_torch(max_norm):
         p.grad, pt.grad = Tensor(g), torch.from_numpy(g.copy())
     total = optim.clip_grad_norm_(ours, max_norm)
     total_t = torch.nn.utils.clip_grad_norm_(theirs, max_norm)
-    assert isinstance(total, float) and math.isclose(total, total_t.item(), rel_tol=1e-12)
+    assert total.shape == () and math.isclose(total.item(), total_t.item(), rel_tol=1e-12)  # a tensor, as torch's
     for p, pt in zip(ours, theirs, strict=True):
         np.testing.assert_allclose(p.grad.numpy(), pt.grad.numpy(), rtol=1e-12)
 
