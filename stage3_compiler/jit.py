@@ -58,6 +58,7 @@ class Capture:
     what: dict[weakref.ref, str] = field(default_factory=dict)  # what each of those holds, for errors
     uploads: dict[weakref.ref, str] = field(default_factory=dict)  # copied in from Python in the call: its line
     readback: str | None = None  # the line of the first value read back to Python
+    assigns: list[weakref.ref] = field(default_factory=list)  # the in-place writes the call asked for
     ops: int = 0  # GlobalCounters' sums over the kernels
     mem: int = 0
 
@@ -71,7 +72,7 @@ def note_kernel(device, fn, kernel, buffers: list, new: list, ops: int, nbytes: 
     for b, what in new:
         cap.made[weakref.ref(b)] = (b.nbytes, type(b))
         cap.what[weakref.ref(b)] = f"{what}, written by {kernel.name}"
-    cap.steps.append(("kernel", device, fn, kernel, [weakref.ref(b) for b in buffers]))
+    cap.steps.append(("kernel", device, fn, kernel, [held(b) for b in buffers]))
     cap.ops += ops
     cap.mem += nbytes
 
@@ -81,7 +82,14 @@ def note_fixed(kind: str, buf, n: int, dtype=None) -> None:
     cap = CAPTURING[0]
     cap.made[weakref.ref(buf)] = (buf.nbytes, type(buf))
     cap.what[weakref.ref(buf)] = f"{n} numbers from {kind}"
-    cap.steps.append((kind, buf.kernels, weakref.ref(buf), n, dtype))
+    cap.steps.append((kind, buf.kernels, held(buf), n, dtype))
+
+
+def held(buf) -> weakref.ref:
+    """A weak reference to buf, hashed now: a dead one cannot be hashed, and the plan looks them up."""
+    ref = weakref.ref(buf)
+    hash(ref)
+    return ref
 
 
 def note_upload(buf) -> None:
@@ -107,7 +115,7 @@ def check_range(t, high: int, fail) -> None:
     buf = both.lazydata.buffer
     low, top = (int(v) for v in buf.to_numpy(0, 2, both.dtype))
     if CAPTURING:
-        CAPTURING[0].steps.append(("check", fail, weakref.ref(buf), high, both.dtype))
+        CAPTURING[0].steps.append(("check", fail, held(buf), high, both.dtype))
     if low < 0 or top >= high:
         raise fail(low, top)
 
@@ -161,8 +169,12 @@ class TinyJit:
             self.check(signature)
             return self.replay(buffers, Tensor)
         self.calls += 1
-        if self.calls == 1:
-            return self.fn(*args, **kwargs)
+        if self.calls == 1:  # as a replay will: the returned tensors realized, with every assign they need
+            ret = self.fn(*args, **kwargs)
+            outs = flatten_outputs(ret, Tensor, getattr(self.fn, "__name__", "the function"))
+            if outs:
+                Tensor.realize(*outs)
+            return ret
         return self.capture(args, kwargs, signature, buffers, Tensor)
 
     def check(self, signature: list) -> None:
@@ -338,6 +350,11 @@ def make_plan(cap: Capture, inputs: list, structure, name: str) -> Plan:
         raise JitError(f"TinyJit({name}): reads a value back to Python (.item(), .numpy()) at {cap.readback}; "
                        "a replay runs no Python, so that value and whatever it decided would be frozen. "
                        "Return the tensor and read it after the call")
+    for r in cap.assigns:
+        node = r()
+        if node is not None and node.buffer is None and node.target is not None:
+            raise JitError(f"TinyJit({name}): an assign made at {debug.where(node)} was not realized inside the "
+                           "call; a replay runs only what the call ran. Realize the assigned tensor before returning")
     slot_of: dict[weakref.ref, int] = {}
     first, last = {}, {}
     steps = []

@@ -14,8 +14,10 @@ the view into index arithmetic.
 from __future__ import annotations
 
 import math
+import weakref
 from typing import Any
 
+from . import jit
 from .debug import callsite
 from .dtype import DType, dtypes
 from .ops import IR_ELEMENTWISE, IR_REDUCE, Ops
@@ -109,6 +111,8 @@ class LazyBuffer:
         schedule.place_in_memory)."""
         out = LazyBuffer(self.device, ShapeTracker.from_shape(self.shape), self.dtype, Ops.CONTIGUOUS, None, (self,))
         out.forced, out.target = True, target
+        if target is not None and jit.CAPTURING:  # a TinyJit checks that the call realized it
+            jit.CAPTURING[0].assigns.append(weakref.ref(out))
         return out
 
     # ---- movement: views, composed in the ShapeTracker ----
