@@ -44,31 +44,40 @@ def kernel_counts(s3) -> dict[str, int]:
     return out
 
 
-def make_step(stage):
-    """One nanoGPT CPU-config training step (forward, backward, clip, AdamW) as a function."""
+def make_step(stage, jit: bool = False):
+    """One nanoGPT CPU-config training step (forward, backward, clip, AdamW, the loss read back) as
+    a function; with jit, the step's work runs under stage3's TinyJit."""
     T = stage.Tensor
     T.manual_seed(0)
     model = GPT(stage, GPTConfig(block_size=64, vocab_size=78, n_layer=4, n_head=4, n_embd=128, dropout=0.0))
     opt = stage.optim.AdamW(stage.nn.state.get_parameters(model), lr=1e-3, weight_decay=0.1)
     rng = np.random.default_rng(0)
 
-    def step() -> None:
-        x, y = T(rng.integers(0, 78, (12, 64))), T(rng.integers(0, 78, (12, 64)))
-        loss = model.loss(x, y)
+    def work(x, y):
+        loss = model.loss(x, y).realize()  # as the training loop does: the forward once, for loss and backward
         loss.backward()
-        loss.item()
         stage.optim.clip_grad_norm_(opt.params, 1.0)
         opt.step()
         opt.zero_grad()
+        return loss
 
+    run = stage.TinyJit(work) if jit else work
+
+    def step() -> None:
+        run(T(rng.integers(0, 78, (12, 64))), T(rng.integers(0, 78, (12, 64)))).item()
+
+    step.jitted = run if jit else None
     return step
 
 
-def step_time(stage, steps: int = 7) -> tuple[float, int | None]:
+def step_time(stage, steps: int = 7, jit: bool = False) -> tuple[float, int | None]:
     """Median seconds of a warm nanoGPT CPU-config step, and for stage3 its kernel count. The first
-    step compiles (stage3) and warms the caches: it is not timed."""
-    step, counters = make_step(stage), getattr(stage, "GlobalCounters", None)
+    step compiles (stage3) and warms the caches, and a jitted step's second call captures: neither
+    is timed."""
+    step, counters = make_step(stage, jit), getattr(stage, "GlobalCounters", None)
     step()
+    if jit:
+        step()
     times = []
     for _ in range(steps):
         if counters:
@@ -76,6 +85,9 @@ def step_time(stage, steps: int = 7) -> tuple[float, int | None]:
         start = time.perf_counter()
         step()
         times.append(time.perf_counter() - start)
+    if jit:
+        print(f"  (the jitted step's temporaries take {step.jitted.peak_bytes / 2**20:.1f} MiB after its memory "
+              f"plan; replay: {step.jitted.plan.kernels} kernels)")
     return float(np.median(times)), counters.kernel_count if counters else None
 
 
@@ -124,10 +136,12 @@ def main() -> None:
     print("stage3 kernels per realize:")
     for name, n in kernel_counts(s3).items():
         print(f"  {name:<28} {n}")
+    print("nanoGPT CPU-config step (4 layers, 128 wide, batch 12 x 64), median of 7 warm steps, one thread:")
     t2, _ = step_time(s2)
     t3, kernels = step_time(s3)
-    print("nanoGPT CPU-config step (4 layers, 128 wide, batch 12 x 64), median of 7 warm steps, one thread:")
-    print(f"  stage2 {t2 * 1e3:.1f} ms, stage3 {t3 * 1e3:.1f} ms ({t3 / t2:.1f}x), stage3 kernels per step {kernels}")
+    tj, _ = step_time(s3, jit=True)
+    print(f"  stage2 {t2 * 1e3:.1f} ms; stage3 eager {t3 * 1e3:.1f} ms ({t3 / t2:.2f}x), jitted {tj * 1e3:.1f} ms "
+          f"({tj / t2:.2f}x); stage3 kernels per eager step {kernels}")
     calls = c_calls_per_step(s2)
     print(f"  stage2 kernel calls per step {calls}: stage3's kernels are {kernels / calls:.2f} of them (goal <= 1/3)")
     import tempfile

@@ -110,10 +110,11 @@ def check_range(t, high: int, fail) -> None:
     values, not tensors)."""
     if not t.numel():
         return
-    flat = t.reshape(-1)
-    both = flat.min().reshape(1).cat(flat.max().reshape(1)).realize()
-    buf = both.lazydata.buffer
+    flat = t.reshape(1, -1)
+    both = (flat ^ -1).cat(flat).max(axis=1).realize()  # (~min, max) in one kernel (~x = -x - 1 never overflows)
+    buf = both.lazydata.realized  # (the reduction (2, 1), viewed as (2,))
     low, top = (int(v) for v in buf.to_numpy(0, 2, both.dtype))
+    low = ~low
     if CAPTURING:
         CAPTURING[0].steps.append(("check", fail, held(buf), high, both.dtype))
     if low < 0 or top >= high:
@@ -226,6 +227,7 @@ class TinyJit:
                 buf = table[slot]
                 if kind == "check":  # kernels is the check's error
                     low, top = (int(v) for v in buf.to_numpy(0, 2, dtype))
+                    low = ~low
                     if low < 0 or top >= n:
                         raise kernels(low, top)
                     continue

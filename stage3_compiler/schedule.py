@@ -264,6 +264,7 @@ def merge_outputs(items: list[ScheduleItem]) -> list[ScheduleItem]:
         else:
             group.also.append(item.root)
             group.also_reduces.extend(item.reduces)
+            position[id(item.root)] = position[id(group.root)]  # written when the group runs
     return kept
 
 

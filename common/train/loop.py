@@ -79,7 +79,7 @@ def step_function(stage: ModuleType, model: Any, opt: Any, cfg: TrainConfig) -> 
         losses = []
         with T.train():
             for x, y in batches:
-                loss = model.loss(x, y)
+                loss = model.loss(x, y).realize()  # (stage3: the forward's kernels once, for the loss and backward)
                 (loss / cfg.grad_accum).backward()
                 losses.append(loss.detach().reshape(1))
         if cfg.grad_clip:

@@ -224,7 +224,8 @@ def clip_grad_norm_(params, max_norm: float) -> Tensor:
         total = squares[0].stack(*squares[1:]).sum().sqrt()
         coef = max_norm / (total + 1e-6)
         coef = (coef < 1).where(coef, 1.0)  # x * 1.0 is x: no branch on a number read back
+        held = {}  # one cast per dtype, shared by every gradient of it
         for p in params:
             if p.grad is not None:
-                p.grad = p.grad * Optimizer._held(coef, p.grad)
+                p.grad = p.grad * held.setdefault(p.grad.dtype, coef.cast(p.grad.dtype))
     return total
