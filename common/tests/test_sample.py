@@ -75,3 +75,19 @@ def test_generate_on_stage1(Tensor):
     names = generate_names(Echo(Tensor, 5, False), Tensor, end=0, count=2, rng=np.random.default_rng(0),
                            block_size=3, top_k=1)
     assert names == [[1, 2, 3, 4], [1, 2, 3, 4]]  # 0 -> 1 -> ... -> 4 -> 0 (the end token)
+
+
+def test_generation_replays_the_same_tokens_on_stage3(monkeypatch):
+    """stage3 samples through a TinyJit per window shape (sample.PerShapeJit): once the window is
+    full every call has one shape and replays; the tokens are those of the eager model."""
+    from common.models.gpt import GPT, GPTConfig
+    from common.stages import load_stage
+
+    s3 = load_stage(3)
+    s3.Tensor.manual_seed(0)
+    model = GPT(s3, GPTConfig(block_size=6, vocab_size=11, n_layer=1, n_head=2, n_embd=16, dropout=0.0))
+    runs = []
+    for jit in ("1", "0"):
+        monkeypatch.setenv("JIT", jit)
+        runs.append(generate(model, s3.Tensor, np.array([[1, 2]]), 12, context=6, rng=np.random.default_rng(5)))
+    np.testing.assert_array_equal(runs[0], runs[1])

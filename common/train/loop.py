@@ -55,16 +55,25 @@ def learning_rate(cfg: TrainConfig, step: int, optim: ModuleType) -> float:
     raise ValueError(f"train: schedule must be 'cosine' or 'constant', got {cfg.schedule!r}")
 
 
-def evaluate(task: Task, stage: ModuleType, model: Any, cfg: TrainConfig) -> float:
-    """Mean loss over ``cfg.eval_batches`` val batches, without gradients."""
+def evaluate(task: Task, stage: ModuleType, model: Any, cfg: TrainConfig, loss: Any = None) -> float:
+    """Mean loss over ``cfg.eval_batches`` val batches, without gradients; ``loss`` is model.loss
+    or a jitted one (jitted())."""
     T = stage.Tensor
+    loss = loss or model.loss
     rng = np.random.default_rng([cfg.seed, 1])
     total = 0.0
     with T.no_grad():
         for _ in range(cfg.eval_batches):
             x, y = task.tensors(T, *task.val.sample(rng, cfg.batch_size))
-            total += model.loss(x, y).item()
+            total += loss(x, y).item()
     return total / cfg.eval_batches
+
+
+def jitted(stage: ModuleType, fn: Any) -> Any:
+    """fn under the stage's JIT (stage3's TinyJit), or fn itself on a stage without one or when
+    the environment sets JIT=0."""
+    jit = getattr(stage, "TinyJit", None)
+    return jit(fn) if jit is not None and os.environ.get("JIT", "1") != "0" else fn
 
 
 def step_function(stage: ModuleType, model: Any, opt: Any, cfg: TrainConfig) -> Any:
@@ -88,8 +97,7 @@ def step_function(stage: ModuleType, model: Any, opt: Any, cfg: TrainConfig) -> 
         opt.zero_grad()
         return losses[0].cat(*losses[1:]) if len(losses) > 1 else losses[0]
 
-    jit = getattr(stage, "TinyJit", None)
-    return jit(step) if jit is not None and os.environ.get("JIT", "1") != "0" else step
+    return jitted(stage, step)
 
 
 def train_step(task: Task, stage: ModuleType, step: Any, cfg: TrainConfig, rng: np.random.Generator) -> float:
@@ -131,7 +139,7 @@ def train(task: Task, stage: ModuleType, cfg: TrainConfig, out: str | Path | Non
     began = time.perf_counter()
     bar = tqdm(range(start, cfg.steps), desc=f"{task.name} {stage.__name__}", disable=not progress,
                mininterval=1.0, initial=start, total=cfg.steps)
-    run = step_function(stage, model, opt, cfg)
+    run, val_loss = step_function(stage, model, opt, cfg), jitted(stage, model.loss)
     for step in bar:
         opt.lr = learning_rate(cfg, step, stage.optim)
         losses.append(train_step(task, stage, run, cfg, rng))
@@ -139,7 +147,7 @@ def train(task: Task, stage: ModuleType, cfg: TrainConfig, out: str | Path | Non
             raise RuntimeError(f"train {task.name}: loss is {losses[-1]} at step {step}; lower the learning rate")
         done = step + 1
         if (cfg.eval_every and done % cfg.eval_every == 0) or done == cfg.steps:
-            val_history.append((done, evaluate(task, stage, model, cfg)))
+            val_history.append((done, evaluate(task, stage, model, cfg, val_loss)))
             log(f"step {done}: train loss {losses[-1]:.4f}, val loss {val_history[-1][1]:.4f}, "
                 f"lr {opt.lr:.2e}, {time.perf_counter() - began:.1f}s")
         if step % 10 == 0 or done == cfg.steps:

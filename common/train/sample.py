@@ -7,6 +7,8 @@ model's output, not a tensor computation the stage should own).
 
 from __future__ import annotations
 
+import importlib
+import os
 from typing import Any
 
 import numpy as np
@@ -44,10 +46,11 @@ def generate(model: Any, Tensor: type, idx: np.ndarray, max_new_tokens: int, con
     """Append ``max_new_tokens`` sampled tokens to idx (B, T). ``model(x)`` gives (B, T, V) logits;
     the input is cropped to the last ``context`` tokens (the block size), as nanoGPT's generate."""
     idx = np.asarray(idx, dtype=np.int64)
+    forward = PerShapeJit(model, Tensor)
     with _no_grad(Tensor):
         for _ in range(max_new_tokens):
             window = idx if context is None else idx[:, -context:]
-            logits = model(Tensor(window)).numpy()[:, -1, :]  # (B, V) at the last position
+            logits = forward(Tensor(window)).numpy()[:, -1, :]  # (B, V) at the last position
             idx = np.concatenate([idx, sample_next(logits, rng, temperature, top_k)[:, None]], axis=1)
     return idx
 
@@ -78,6 +81,26 @@ def generate_names(model: Any, Tensor: type, end: int, count: int, rng: np.rando
     for row in idx[:, start:].tolist():
         names.append(row[:row.index(end)] if end in row else row)
     return names
+
+
+class PerShapeJit:
+    """model(x) under the stage's JIT (stage3's TinyJit), one per input shape: the window grows
+    a token at a time until it reaches the context, and from then on every call has one shape, so
+    its kernels replay (a shape seen once is only run, never captured). Plain model(x) on a stage
+    without a JIT, or with JIT=0."""
+
+    def __init__(self, model: Any, Tensor: type):
+        stage = importlib.import_module(Tensor.__module__.split(".")[0])
+        self.jit = getattr(stage, "TinyJit", None) if os.environ.get("JIT", "1") != "0" else None
+        self.model, self.by_shape = model, {}
+
+    def __call__(self, x: Any) -> Any:
+        if self.jit is None:
+            return self.model(x)
+        fn = self.by_shape.get(tuple(x.shape))
+        if fn is None:
+            fn = self.by_shape[tuple(x.shape)] = self.jit(lambda x: self.model(x))
+        return fn(x)
 
 
 class _no_grad:
