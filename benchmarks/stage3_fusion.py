@@ -91,6 +91,37 @@ def step_time(stage, steps: int = 7, jit: bool = False) -> tuple[float, int | No
     return float(np.median(times)), counters.kernel_count if counters else None
 
 
+def replay_overhead_us(stage3) -> tuple[float, float]:
+    """A replayed nanoGPT step's Python cost per kernel, in microseconds: the replay with every
+    launch stubbed out (the table, the slots, the call's checks and outputs; bounds-check steps
+    left out, their buffers would hold stale values), and one ctypes launch of an empty
+    four-buffer kernel."""
+    from stage3_compiler.buffer import Buffer
+    from stage3_compiler.runtime import HostKernels, compile_c, host_kernels
+
+    step = make_step(stage3, jit=True)
+    for _ in range(3):
+        step()
+    plan, T = step.jitted.plan, stage3.Tensor
+    plan.steps[:] = [s for s in plan.steps if s[0] != "check"]
+    x, y = T(np.zeros((12, 64), np.int64)), T(np.zeros((12, 64), np.int64))
+    real, HostKernels.launch = HostKernels.launch, lambda self, fn, kernel, buffers: None
+    try:
+        times = []
+        for _ in range(20):
+            start = time.perf_counter()
+            step.jitted(x, y)
+            times.append(time.perf_counter() - start)
+    finally:
+        HostKernels.launch = real
+    empty = compile_c("void empty(float *a, const float *b, const float *c, const float *d) {}", "empty")
+    buffers = [Buffer(64) for _ in range(4)]
+    start = time.perf_counter()
+    for _ in range(20000):
+        host_kernels.launch(empty, None, buffers)
+    return float(np.median(times)) / plan.kernels * 1e6, (time.perf_counter() - start) / 20000 * 1e6
+
+
 def c_calls_per_step(stage2) -> int:
     """stage2's kernel calls in one warm nanoGPT step: every C (or CUDA) call's status goes through
     device.check, which each module imported by name, so each module's name is wrapped here."""
@@ -142,6 +173,9 @@ def main() -> None:
     tj, _ = step_time(s3, jit=True)
     print(f"  stage2 {t2 * 1e3:.1f} ms; stage3 eager {t3 * 1e3:.1f} ms ({t3 / t2:.2f}x), jitted {tj * 1e3:.1f} ms "
           f"({tj / t2:.2f}x); stage3 kernels per eager step {kernels}")
+    book, launch = replay_overhead_us(s3)
+    print(f"  a replay's Python per kernel: {book:.1f} us of bookkeeping + {launch:.1f} us a ctypes launch "
+          "(goal <= 10 us)")
     calls = c_calls_per_step(s2)
     print(f"  stage2 kernel calls per step {calls}: stage3's kernels are {kernels / calls:.2f} of them (goal <= 1/3)")
     import tempfile
