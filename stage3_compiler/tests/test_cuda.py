@@ -311,7 +311,7 @@ def test_a_jitted_training_step_replays_on_the_device(cuda):
         w = Tensor(w0, device=dev, requires_grad=True)
         opt = optim.AdamW([w], lr=0.05, weight_decay=0.1)
 
-        def step(x):
+        def step(x, w=w, opt=opt):  # (bound now: the loop rebinds both)
             loss = (x @ w).gelu().square().mean()
             loss.backward()
             opt.step()
