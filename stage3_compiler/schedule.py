@@ -298,18 +298,24 @@ def place_in_memory(items: list[ScheduleItem]) -> list[ScheduleItem]:
       run first, by moving the writer after it, unless a kernel between them needs the writer's
       outputs."""
     produced = {id(o) for item in items for o in item.outputs}
+    walked: dict[int, list] = {}  # each output's reads, walked once (every target asks about every kernel)
+
+    def reads_of(o: LazyBuffer) -> list:
+        if id(o) not in walked:
+            walked[id(o)] = reads(o, produced)
+        return walked[id(o)]
 
     def readers_of(target: LazyBuffer, start: int) -> list[int]:
         return [j for j in range(start, len(items))
-                if any(s is target for o in items[j].outputs for s, _ in reads(o, produced))]
+                if any(s is target for o in items[j].outputs for s, _ in reads_of(o))]
 
     for item in [it for it in items if any(o.target is not None for o in it.outputs)]:
         for o in item.outputs:
             target = o.target
             if target is None:
                 continue
-            others = [s for p in item.outputs if p is not o for s, _ in reads(p, produced)]
-            own = [direct for s, direct in reads(o, produced) if s is target]
+            others = [s for p in item.outputs if p is not o for s, _ in reads_of(p)]
+            own = [direct for s, direct in reads_of(o) if s is target]
             if target.buffer is None or not all(own) or any(s is target for s in others):
                 o.target = None
                 continue
@@ -318,7 +324,7 @@ def place_in_memory(items: list[ScheduleItem]) -> list[ScheduleItem]:
             if later:
                 outs = {id(p) for p in item.outputs}
                 if any(id(s) in outs for j in range(i + 1, later[-1] + 1) for p in items[j].outputs
-                       for s, _ in reads(p, produced)):
+                       for s, _ in reads_of(p)):
                     o.target = None
                     continue
                 items.insert(later[-1], items.pop(i))
