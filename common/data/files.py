@@ -25,6 +25,11 @@ def cache_dir() -> Path:
     return Path(root).expanduser()
 
 
+def download_path(filename: str) -> Path:
+    """Where ``python -m common.data.fetch`` keeps a downloaded package file; may not exist yet."""
+    return cache_dir() / "downloads" / filename
+
+
 def package_file(package: str, relpath: str, dist: str | None = None) -> Path:
     """Path of a data file shipped inside an installed package, found WITHOUT importing it.
 
