@@ -52,7 +52,10 @@ def learning_rate(cfg: TrainConfig, step: int, optim: ModuleType) -> float:
     if cfg.schedule == "cosine":
         total = cfg.lr_decay_steps or cfg.steps
         return optim.cosine_lr(step, lr=cfg.lr, warmup=cfg.warmup, total=total, min_lr=cfg.min_lr)
-    raise ValueError(f"train: schedule must be 'cosine' or 'constant', got {cfg.schedule!r}")
+    if cfg.schedule == "warmdown":  # nanochat: constant, then linearly down to 0 over the last steps
+        last = max(1, round(cfg.warmdown * cfg.steps))
+        return cfg.lr * min(1.0, (cfg.steps - step) / last)
+    raise ValueError(f"train: schedule must be 'cosine', 'constant' or 'warmdown', got {cfg.schedule!r}")
 
 
 def evaluate(task: Task, stage: ModuleType, model: Any, cfg: TrainConfig, loss: Any = None) -> float:
@@ -118,7 +121,10 @@ def train(task: Task, stage: ModuleType, cfg: TrainConfig, out: str | Path | Non
     T = stage.Tensor
     T.manual_seed(cfg.seed)
     model = task.build(stage)
-    opt = build_optimizer(stage, model, cfg.optimizer, cfg.lr, cfg.weight_decay, cfg.betas)
+    if hasattr(task, "build_optimizer"):  # a task with its own optimizer mix (nanochat: Muon + AdamW)
+        opt = task.build_optimizer(stage, model)
+    else:
+        opt = build_optimizer(stage, model, cfg.optimizer, cfg.lr, cfg.weight_decay, cfg.betas)
     rng = np.random.default_rng(cfg.seed)
     ckpt = Path(out) / CHECKPOINT if out is not None else None
     meta = {**task.meta(), "train_config": asdict(cfg)}

@@ -23,12 +23,18 @@ def decay_groups(params: list[Tensor]) -> tuple[list[Tensor], list[Tensor]]:
 
 class ParamGroups:
     """Several optimizers that act as one: shared ``lr``, ``params``, ``zero_grad``, ``step`` and a
-    state dict whose keys carry the group's index (``g0.m.3``)."""
+    state dict whose keys carry the group's index (``g0.m.3``). ``scales`` gives each group its own
+    learning rate as a multiple of the shared one (nanochat's Muon and AdamW groups run at different
+    rates under one schedule); ``lr`` is then the schedule's value, 1.0 meaning every group's base rate."""
 
-    def __init__(self, optimizers: list[Any]):
+    def __init__(self, optimizers: list[Any], scales: list[float] | None = None):
         if not optimizers:
             raise ValueError("ParamGroups: need at least one optimizer")
+        if scales is not None and (len(scales) != len(optimizers) or min(scales) <= 0):
+            raise ValueError(f"ParamGroups: need one positive lr scale per optimizer ({len(optimizers)}), "
+                             f"got {scales}")
         self.optimizers = optimizers
+        self.scales = list(scales) if scales is not None else [1.0] * len(optimizers)
 
     @property
     def params(self) -> list[Tensor]:
@@ -36,12 +42,12 @@ class ParamGroups:
 
     @property
     def lr(self) -> float:
-        return self.optimizers[0].lr
+        return self.optimizers[0].lr / self.scales[0]
 
     @lr.setter
     def lr(self, value: float) -> None:
-        for opt in self.optimizers:
-            opt.lr = value
+        for opt, scale in zip(self.optimizers, self.scales, strict=True):
+            opt.lr = value * scale
 
     def zero_grad(self) -> None:
         for opt in self.optimizers:

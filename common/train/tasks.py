@@ -36,7 +36,8 @@ class TrainConfig:
     min_lr: float = 1e-4  # the cosine schedule's floor
     warmup: int = 0
     lr_decay_steps: int | None = None  # where the cosine reaches min_lr (nanoGPT's lr_decay_iters); None: steps
-    schedule: str = "cosine"  # cosine | constant
+    schedule: str = "cosine"  # cosine | constant | warmdown
+    warmdown: float = 0.2  # warmdown: the last fraction of the steps, where lr falls linearly to 0 (nanochat)
     weight_decay: float = 0.0
     betas: tuple[float, float] = (0.9, 0.99)
     grad_clip: float = 1.0  # 0 turns clipping off
