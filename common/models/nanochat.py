@@ -1,0 +1,385 @@
+"""nanochat's GPT (Karpathy, late 2025), written on the Tensor API, with a shape-constant KV cache.
+
+What differs from nanoGPT (common/models/gpt.py):
+- no learned positions: rotary embeddings (half-split: the first and second half of each head's
+  channels are the two coordinates of a pair rotated by angle pos * base^(-2i/head_dim), base 10,000);
+- RMSNorm without weights (x / sqrt(mean(x^2) + eps)) after the token embedding, before attention,
+  before the MLP and before the head; and on q and k after rotary (QK-norm);
+- ReLU^2 MLP, no biases, grouped-query attention (n_kv_head key/value heads shared by n_head queries);
+- untied embedding and lm_head; logits soft-capped as 15 * tanh(x / 15), in float32;
+- nanochat's init: N(0, 1) embedding, linears N(0, 1/sqrt(fan_in) * min(1, sqrt(fan_out/fan_in))),
+  lm_head and every c_proj zero (so the blocks start as the identity and the logits as uniform);
+- Muon for the block matrices, AdamW (betas 0.8, 0.95) for the embedding and the head.
+
+The KV cache (:class:`KVCache`) is built for a lazy compiler (stage3): every new shape compiles new
+kernels, so a decode step must look the same every time. The cache keeps per layer a fixed
+(B, n_kv_head, max_len, head_dim) k and v; new keys are placed by a (max_len, T) one-hot matmul and
+a where, and attention reads all max_len positions under a mask that hides the unwritten ones and
+keeps causality inside the new chunk. Positions, masks and rotary rows are built with numpy and
+uploaded each step, so the graph of step 1 and step 200 is the same graph on different data.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from .layers import layers_of, named_tensors
+
+Tensor = Any
+
+SOFTCAP = 15.0
+ROPE_BASE = 10_000.0
+NORM_EPS = float(np.finfo(np.float32).eps)  # torch's F.rms_norm default (eps=None) for float32, as nanochat
+
+
+@dataclass(frozen=True)
+class NanoChatConfig:
+    sequence_len: int = 256
+    vocab_size: int = 4096
+    n_layer: int = 4
+    n_head: int = 4  # query heads
+    n_kv_head: int = 4  # key/value heads (GQA when fewer than n_head)
+    n_embd: int = 256
+
+    def __post_init__(self) -> None:
+        if self.n_embd % self.n_head:
+            raise ValueError(f"NanoChatConfig: n_embd {self.n_embd} must divide by n_head {self.n_head}")
+        if not 1 <= self.n_kv_head <= self.n_head or self.n_head % self.n_kv_head:
+            raise ValueError(f"NanoChatConfig: n_kv_head {self.n_kv_head} must divide n_head {self.n_head}")
+        if (self.n_embd // self.n_head) % 2:
+            raise ValueError(f"NanoChatConfig: head_dim {self.n_embd // self.n_head} must be even (rotary pairs)")
+
+    @property
+    def head_dim(self) -> int:
+        return self.n_embd // self.n_head
+
+    @classmethod
+    def from_depth(cls, depth: int, vocab_size: int, sequence_len: int, head_dim: int = 64,
+                   n_kv_head: int | None = None) -> NanoChatConfig:
+        """nanochat's one dial: width 64 * depth, heads of about ``head_dim`` channels.
+
+        nanochat asks for head_dim 128 (its models are 1280+ wide); our models are 64-512 wide,
+        where 128 would leave one to four heads, so the default here is 64 (n_head = depth).
+        When head_dim does not divide the width, the head count is the next one that does (so the
+        real head_dim is a little smaller than asked). n_kv_head defaults to n_head (no GQA), as nanochat.
+        """
+        if depth < 1:
+            raise ValueError(f"NanoChatConfig.from_depth: depth must be >= 1, got {depth}")
+        n_embd = 64 * depth
+        n_head = max(1, math.ceil(n_embd / head_dim))
+        while n_embd % n_head or (n_embd // n_head) % 2:
+            n_head += 1
+        return cls(sequence_len=sequence_len, vocab_size=vocab_size, n_layer=depth, n_head=n_head,
+                   n_kv_head=n_kv_head or n_head, n_embd=n_embd)
+
+
+def rms_norm(x: Tensor) -> Tensor:
+    """RMSNorm over the last axis, without weights."""
+    return x * (x.square().mean(-1, keepdim=True) + NORM_EPS).rsqrt()
+
+
+def rotary_tables(length: int, head_dim: int, base: float = ROPE_BASE) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin (length, head_dim/2), float32: angle pos * base^(-2i/head_dim) for pair i."""
+    inv_freq = 1.0 / base ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)  # (D/2,)
+    angles = np.outer(np.arange(length, dtype=np.float64), inv_freq)  # (length, D/2)
+    return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+
+
+def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """Rotate channel pairs (i, i + D/2) of x (B, H, T, D) by the angles of cos/sin (T, D/2)."""
+    d = x.shape[-1] // 2
+    x1, x2 = x[..., :d], x[..., d:]  # (B, H, T, D/2) each
+    y1 = x1 * cos + x2 * sin
+    y2 = x2 * cos - x1 * sin
+    return y1.cat(y2, dim=-1)  # (B, H, T, D)
+
+
+class _Rotary:
+    """The rotary tables: numpy for any offset (KV-cache steps upload their rows), and stage tensors
+    of the first sequence_len rows (a full forward slices them, no upload, so a jitted training step
+    may use them). Slots, no __dict__: the state-dict walkers skip it, so the tables are neither
+    parameters nor saved (nanochat's persistent=False buffers)."""
+
+    __slots__ = ("np_cos", "np_sin", "cos", "sin")
+
+    def __init__(self, T: type, config: NanoChatConfig):
+        # 10x the training length, as nanochat: a chat may run past sequence_len
+        self.np_cos, self.np_sin = rotary_tables(10 * config.sequence_len, config.head_dim)
+        n = config.sequence_len
+        self.cos = T(self.np_cos[:n], requires_grad=False)  # (sequence_len, D/2)
+        self.sin = T(self.np_sin[:n], requires_grad=False)
+
+
+class KVCache:
+    """Keys and values of every layer for positions [0, pos), in fixed (B, n_kv_head, max_len, head_dim)
+    tensors, so each decode step has the same shapes (see the module docstring)."""
+
+    def __init__(self, T: type, config: NanoChatConfig, batch_size: int, max_len: int):
+        if batch_size < 1 or max_len < 1:
+            raise ValueError(f"KVCache: batch_size and max_len must be >= 1, got {batch_size}, {max_len}")
+        self.T, self.config, self.batch_size, self.max_len = T, config, batch_size, max_len
+        shape = (batch_size, config.n_kv_head, max_len, config.head_dim)
+        self.k = [T.zeros(*shape) for _ in range(config.n_layer)]
+        self.v = [T.zeros(*shape) for _ in range(config.n_layer)]
+        self.pos = 0
+        self.step: SimpleNamespace | None = None  # the current forward's uploads (begin .. end)
+
+    def begin(self, T_new: int, rotary: _Rotary) -> SimpleNamespace:
+        """Upload what a forward of T_new tokens at offset pos needs: its rotary rows, the one-hot
+        placement of its keys, which cache rows it writes, and the attention mask."""
+        p0, p1, L = self.pos, self.pos + T_new, self.max_len
+        if p1 > L:
+            raise ValueError(f"KVCache: {T_new} new tokens at position {p0} overflow max_len {L}")
+        if p1 > len(rotary.np_cos):
+            raise ValueError(f"KVCache: position {p1} is past the rotary table ({len(rotary.np_cos)} rows)")
+        place = np.zeros((L, T_new), dtype=np.float32)
+        place[np.arange(p0, p1), np.arange(T_new)] = 1.0  # row p0+t takes new key t
+        written = np.zeros((L, 1), dtype=bool)
+        written[p0:p1] = True
+        visible = np.arange(L)[None, :] <= np.arange(p0, p1)[:, None]  # (T_new, L) query p0+t sees keys <= p0+t
+        T = self.T
+        self.step = SimpleNamespace(cos=T(rotary.np_cos[p0:p1]), sin=T(rotary.np_sin[p0:p1]), place=T(place),
+                                    written=T(written), mask=T(visible), n=T_new)
+        return self.step
+
+    def write(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Store k, v (B, n_kv_head, T_new, D) at [pos, pos+T_new); return the whole cache of this layer."""
+        s = self.step
+        if s is None:
+            raise RuntimeError("KVCache.write: begin() was not called for this forward")
+        self.k[layer] = s.written.where(s.place @ k, self.k[layer])  # (B, Hkv, L, D)
+        self.v[layer] = s.written.where(s.place @ v, self.v[layer])
+        return self.k[layer], self.v[layer]
+
+    def end(self) -> None:
+        """Advance pos past the forward's tokens and realize the cache (a lazy stage must not keep
+        a graph that grows by one step each token)."""
+        self.pos += self.step.n
+        self.step = None
+        self.T.realize(*self.k, *self.v)
+
+    def replicate(self, batch_size: int) -> KVCache:
+        """A cache of ``batch_size`` rows, each a copy of this batch-1 cache (prefill once, sample many)."""
+        if self.batch_size != 1:
+            raise ValueError(f"KVCache.replicate: only a batch-1 cache can be replicated, this one has "
+                             f"{self.batch_size} rows")
+        out = KVCache.__new__(KVCache)
+        out.T, out.config, out.batch_size, out.max_len = self.T, self.config, batch_size, self.max_len
+        shape = (batch_size, self.config.n_kv_head, self.max_len, self.config.head_dim)
+        out.k = [t.expand(*shape).contiguous() for t in self.k]
+        out.v = [t.expand(*shape).contiguous() for t in self.v]
+        out.pos, out.step = self.pos, None
+        self.T.realize(*out.k, *out.v)
+        return out
+
+
+def _repeat_kv(x: Tensor, groups: int) -> Tensor:
+    """(B, Hkv, S, D) -> (B, Hkv*groups, S, D): query head h reads kv head h // groups (GQA)."""
+    if groups == 1:
+        return x
+    B, H, S, D = x.shape
+    return x.reshape(B, H, 1, S, D).expand(B, H, groups, S, D).reshape(B, H * groups, S, D)
+
+
+class CausalSelfAttention:
+    def __init__(self, nn: Any, config: NanoChatConfig, layer_idx: int):
+        self.layer_idx = layer_idx
+        self.n_head, self.n_kv_head, self.head_dim = config.n_head, config.n_kv_head, config.head_dim
+        C = config.n_embd
+        self.c_q = nn.Linear(C, self.n_head * self.head_dim, bias=False)
+        self.c_k = nn.Linear(C, self.n_kv_head * self.head_dim, bias=False)
+        self.c_v = nn.Linear(C, self.n_kv_head * self.head_dim, bias=False)
+        self.c_proj = nn.Linear(C, C, bias=False)
+
+    def __call__(self, x: Tensor, cos: Tensor, sin: Tensor, kv_cache: KVCache | None) -> Tensor:
+        B, T, C = x.shape
+        q = self.c_q(x).reshape(B, T, self.n_head, self.head_dim).transpose(1, 2)  # (B, H, T, D)
+        k = self.c_k(x).reshape(B, T, self.n_kv_head, self.head_dim).transpose(1, 2)  # (B, Hkv, T, D)
+        v = self.c_v(x).reshape(B, T, self.n_kv_head, self.head_dim).transpose(1, 2)  # (B, Hkv, T, D)
+        q, k = rms_norm(apply_rotary(q, cos, sin)), rms_norm(apply_rotary(k, cos, sin))  # QK-norm after rotary
+        groups = self.n_head // self.n_kv_head
+        if kv_cache is None:
+            k, v = _repeat_kv(k, groups), _repeat_kv(v, groups)
+            y = q.scaled_dot_product_attention(k, v, is_causal=True)  # (B, H, T, D)
+        else:
+            k, v = kv_cache.write(self.layer_idx, k, v)  # (B, Hkv, L, D): the whole cache
+            k, v = _repeat_kv(k, groups), _repeat_kv(v, groups)
+            y = q.scaled_dot_product_attention(k, v, attn_mask=kv_cache.step.mask)  # (B, H, T, D)
+        y = y.transpose(1, 2).reshape(B, T, C)  # heads side by side again
+        return self.c_proj(y)
+
+
+class MLP:
+    def __init__(self, nn: Any, config: NanoChatConfig):
+        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=False)
+        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=False)
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return self.c_proj(self.c_fc(x).relu().square())  # ReLU^2
+
+
+class Block:
+    def __init__(self, nn: Any, config: NanoChatConfig, layer_idx: int):
+        self.attn = CausalSelfAttention(nn, config, layer_idx)
+        self.mlp = MLP(nn, config)
+
+    def __call__(self, x: Tensor, cos: Tensor, sin: Tensor, kv_cache: KVCache | None) -> Tensor:
+        x = x + self.attn(rms_norm(x), cos, sin, kv_cache)
+        return x + self.mlp(rms_norm(x))
+
+
+class NanoChat:
+    def __init__(self, stage: ModuleType, config: NanoChatConfig):
+        nn = layers_of(stage)
+        self.config = config
+        self.transformer = SimpleNamespace(
+            wte=nn.Embedding(config.vocab_size, config.n_embd),
+            h=[Block(nn, config, i) for i in range(config.n_layer)],
+        )
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        self._init_weights(stage.Tensor)
+        self.rotary = _Rotary(stage.Tensor, config)
+
+    def _init_weights(self, T: type) -> None:
+        """nanochat's init (see the module docstring), replacing the layers' default weights."""
+        for name, t in named_tensors(self).items():
+            owner_path, _, attr = name.rpartition(".")
+            owner = _resolve(self, owner_path)
+            if name == "transformer.wte.weight":
+                new = T.normal(*t.shape, mean=0.0, std=1.0, requires_grad=True)
+            elif name == "lm_head.weight" or owner_path.endswith("c_proj"):
+                new = T.zeros(*t.shape, requires_grad=True)
+            else:
+                fan_out, fan_in = t.shape
+                std = 1.0 / math.sqrt(fan_in) * min(1.0, math.sqrt(fan_out / fan_in))
+                new = T.normal(*t.shape, mean=0.0, std=std, requires_grad=True)
+            setattr(owner, attr, new)
+
+    def num_params(self) -> int:
+        """Every parameter, the embedding included (nanochat counts them all)."""
+        return sum(t.numel() for t in named_tensors(self).values())
+
+    def __call__(self, idx: Tensor, kv_cache: KVCache | None = None) -> Tensor:
+        """idx (B, T) int -> logits (B, T, vocab_size) float32. With ``kv_cache`` the tokens sit at
+        positions [pos, pos+T) after the cached ones, whose keys and values are reused."""
+        B, T = idx.shape
+        if kv_cache is None:
+            if T > self.config.sequence_len:
+                raise ValueError(f"NanoChat: sequence length {T} exceeds sequence_len {self.config.sequence_len} "
+                                 "(use a KV cache to go further)")
+            cos, sin = self.rotary.cos[:T], self.rotary.sin[:T]  # (T, D/2)
+        else:
+            if B != kv_cache.batch_size:
+                raise ValueError(f"NanoChat: batch {B} does not match the KV cache's {kv_cache.batch_size} rows")
+            step = kv_cache.begin(T, self.rotary)
+            cos, sin = step.cos, step.sin  # (T, D/2), rows [pos, pos+T)
+        x = rms_norm(self.transformer.wte(idx))  # (B, T, C)
+        for block in self.transformer.h:
+            x = block(x, cos, sin, kv_cache)
+        logits = self.lm_head(rms_norm(x)).float()  # (B, T, vocab_size), float32 for the cap and the loss
+        logits = (logits * (1 / SOFTCAP)).tanh() * SOFTCAP
+        if kv_cache is not None:
+            kv_cache.end()
+        return logits
+
+    def loss(self, idx: Tensor, targets: Tensor) -> Tensor:
+        """Mean cross-entropy of the next token over the targets that are not -1 (SFT masks with -1)."""
+        return self(idx).sparse_categorical_crossentropy(targets, ignore_index=-1)
+
+    def new_kv_cache(self, T: type, batch_size: int, max_len: int) -> KVCache:
+        return KVCache(T, self.config, batch_size, max_len)
+
+    def param_groups(self) -> tuple[list[Tensor], list[Tensor], list[Tensor]]:
+        """(block matrices, [embedding], [lm_head]): nanochat's three optimizer groups."""
+        matrices = list(named_tensors(self.transformer.h).values())
+        return matrices, [self.transformer.wte.weight], [self.lm_head.weight]
+
+    def optimizers(self, stage: ModuleType, matrix_lr: float = 0.02, embedding_lr: float = 0.2,
+                   unembedding_lr: float = 0.004, weight_decay: float = 0.0) -> Any:
+        """Muon (momentum 0.95, nesterov) for the block matrices, AdamW (betas 0.8, 0.95, eps 1e-10) for
+        the embedding and the head, as one object whose ``lr`` scales them all (:class:`ScaledGroups`).
+        As nanochat, the AdamW lrs are scaled by (n_embd / 768)^-0.5 (they were tuned at width 768)."""
+        from ..train.optimizers import ParamGroups  # here, not at the top: common.train imports the models
+
+        optim = getattr(stage, "optim", None)
+        if optim is None:
+            raise RuntimeError(f"NanoChat.optimizers: {stage.__name__} has no optim (training needs autograd)")
+        scale = (self.config.n_embd / 768) ** -0.5
+        matrices, embedding, head = self.param_groups()
+        opts = [
+            optim.Muon(matrices, lr=matrix_lr, momentum=0.95, nesterov=True),
+            optim.AdamW(embedding, lr=embedding_lr * scale, b1=0.8, b2=0.95, eps=1e-10, weight_decay=weight_decay),
+            optim.AdamW(head, lr=unembedding_lr * scale, b1=0.8, b2=0.95, eps=1e-10, weight_decay=weight_decay),
+        ]
+        return ScaledGroups(ParamGroups(opts))
+
+
+class ScaledGroups:
+    """Optimizers stepped together (a :class:`common.train.optimizers.ParamGroups`) whose ``lr`` is a
+    multiplier of each one's own base lr: nanochat's groups have different lrs but one schedule, so
+    a loop sets ``opt.lr = lr_multiplier(step, total)`` and every group follows."""
+
+    def __init__(self, groups: Any):
+        self.groups = groups
+        self.base_lrs = [opt.lr for opt in groups.optimizers]
+        self._scale = 1.0
+
+    @property
+    def optimizers(self) -> list[Any]:
+        return self.groups.optimizers
+
+    @property
+    def params(self) -> list[Tensor]:
+        return self.groups.params
+
+    @property
+    def lr(self) -> float:
+        return self._scale
+
+    @lr.setter
+    def lr(self, value: float) -> None:
+        self._scale = float(value)
+        for opt, base in zip(self.groups.optimizers, self.base_lrs, strict=True):
+            opt.lr = base * self._scale
+
+    def zero_grad(self) -> None:
+        self.groups.zero_grad()
+
+    def step(self) -> None:
+        # A lazy stage (stage3) must compute every gradient before the first optimizer writes its
+        # parameters in place: the embedding's gradient still reads the block weights Muon updates.
+        grads = [p.grad for p in self.params if p.grad is not None]
+        if grads:
+            grads[0].realize(*grads[1:])
+        self.groups.step()
+
+    def state_dict(self) -> dict[str, Tensor]:
+        return self.groups.state_dict()
+
+    def load_state_dict(self, state: dict[str, Tensor]) -> None:
+        self.groups.load_state_dict(state)
+
+
+def lr_multiplier(step: int, total: int, warmdown: float = 0.2) -> float:
+    """nanochat's schedule as a factor of each group's lr: 1 until the last ``warmdown`` fraction of
+    ``total`` steps, then linearly down to 0 at step ``total`` (final_lr_frac 0)."""
+    if not 0 <= warmdown <= 1:
+        raise ValueError(f"lr_multiplier: warmdown must be in [0, 1], got {warmdown}")
+    if total < 1:
+        raise ValueError(f"lr_multiplier: total must be >= 1, got {total}")
+    n_down = round(warmdown * total)
+    if step < total - n_down:
+        return 1.0
+    return max(total - step, 0) / max(n_down, 1)
+
+
+def _resolve(obj: Any, dotted: str) -> Any:
+    """The object at a dotted path of attributes and list indices ("transformer.h.0.attn")."""
+    for part in dotted.split(".") if dotted else []:
+        obj = obj[int(part)] if isinstance(obj, (list, tuple)) else getattr(obj, part)
+    return obj
