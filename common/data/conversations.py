@@ -7,8 +7,8 @@ and starting with the user (see common/chat/render.py for how they become tokens
   ``dataset.json`` maps a conversation id to ``{"messages": [[msg, ...], ...], "prompt", "ratings",
   "start"}``; each inner list is one turn, messages ``{"sender", "text", "timestamp"}``. The first
   sender becomes the user and the other the assistant; a speaker's consecutive messages are joined
-  with newlines; empty messages are dropped, and so are the 3,150 conversations where nobody
-  answered (one sender) and a last user message left without a reply.
+  with newlines; empty messages are dropped, and so are the conversations where nobody answered
+  (3,151: one sender with text) and a last user message left without a reply; 4,017 remain.
 - ``load_chatterbot``: chatterbot-corpus 1.3.3's English YAML files; each ``conversations`` entry
   is a list of lines, alternately user and assistant (a malformed entry that is not a list is
   skipped; a trailing unanswered line is dropped).
@@ -35,10 +35,7 @@ import json
 import operator
 import random
 import zipfile
-from fractions import Fraction
 from typing import Any
-
-import yaml
 
 from .fetch import FETCH_COMMAND, require_download
 
@@ -51,7 +48,6 @@ CALCULATOR_COUNT = 6000  # mid-training gets 90% of these; at ~40 tokens each, ~
 SFT_CHITCHAT = 1500
 SFT_CALCULATOR = 1500
 OPENING_MESSAGES = 4  # an SFT chitchat conversation: its first two user/assistant exchanges
-DECIMALS = 4  # a calculator result that is not an integer is rounded to this many places
 
 
 def _message(role: str, content: Any) -> dict[str, Any]:
@@ -82,7 +78,7 @@ def chitchat_to_conversation(turns: list[list[dict[str, str]]]) -> Conversation 
 
 
 def load_chitchat() -> list[Conversation]:
-    """chitchat-dataset's two-person conversations (4,018 of 7,168 have both sides), in file order."""
+    """chitchat-dataset's two-person conversations (4,017 of the 7,168), in file order."""
     wheel = require_download("chitchat")
     try:
         with zipfile.ZipFile(wheel) as z:
@@ -111,6 +107,8 @@ def chatterbot_to_conversation(lines: Any) -> Conversation | None:
 
 def load_chatterbot() -> list[Conversation]:
     """chatterbot-corpus's English conversations, file by file in name order."""
+    import yaml  # PyYAML comes with the data extras; imported here so that importing this module needs none
+
     wheel = require_download("chatterbot")
     conversations = []
     try:
@@ -132,9 +130,9 @@ def load_chatterbot() -> list[Conversation]:
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
 
 
-def _evaluate(node: ast.AST, expr: str) -> Fraction:
+def _evaluate(node: ast.AST, expr: str) -> int | float:
     if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-        return Fraction(str(node.value))  # via str: 0.1 is one tenth, not the nearest double
+        return node.value
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
         value = _evaluate(node.operand, expr)
         return -value if isinstance(node.op, ast.USub) else value
@@ -146,29 +144,17 @@ def _evaluate(node: ast.AST, expr: str) -> Fraction:
     raise ValueError(f"calculate: {expr!r} is not arithmetic on numbers with + - * / and parentheses")
 
 
-def format_number(value: Fraction | int) -> str:
-    """An integer as an integer ("12", also for 144/12); anything else rounded half-even to 4 decimals
-    with trailing zeros dropped ("0.3333", "2.5")."""
-    value = Fraction(value)
-    if value.denominator == 1:
-        return str(value.numerator)
-    scaled = round(value * 10**DECIMALS)  # Fraction rounds half to even, exactly
-    sign = "-" if scaled < 0 else ""
-    whole, frac = divmod(abs(scaled), 10**DECIMALS)
-    digits = f"{frac:0{DECIMALS}d}".rstrip("0")
-    return f"{sign}{whole}.{digits}" if digits else f"{sign}{whole}"
-
-
 def calculate(expr: str) -> str:
-    """The calculator the assistant calls: exact rational arithmetic (+ - * / and parentheses on
-    integers and decimals), the result written by ``format_number``. ValueError for anything else."""
+    """What the calculator tool (common/chat/calculator.py) answers for these expressions: Python's
+    own arithmetic and ``str`` of the result, so integers stay integers ("3367") and a division is
+    a float ("144/12" -> "12.0", "7/3" -> "2.3333333333333335"). ValueError outside + - * / ( )."""
     if not isinstance(expr, str) or len(expr) > 200:
         raise ValueError(f"calculate: expected an expression of at most 200 characters, got {expr!r:.80}")
     try:
         tree = ast.parse(expr.strip(), mode="eval")
     except SyntaxError as e:
         raise ValueError(f"calculate: {expr!r} is not an expression ({e.msg})") from e
-    return format_number(_evaluate(tree.body, expr))
+    return str(_evaluate(tree.body, expr))
 
 
 _WORDS = {"+": "plus", "-": "minus", "*": "times", "/": "divided by"}
@@ -187,7 +173,7 @@ def _expression(rng: random.Random) -> tuple[str, list[str]]:
     """A random expression in Python syntax, and its tokens (numbers, operators, parentheses)."""
     op = rng.choice("+-*/*")  # products twice as often: the hardest to do in the head
     a, b = _operand(rng), _operand(rng)
-    if op == "/" and rng.random() < 0.7:  # mostly exact divisions, whose result is an integer
+    if op == "/" and rng.random() < 0.7:  # mostly exact divisions, whose result is a whole number
         a = b * rng.randint(1, 99)
     tokens = [str(a), op, str(b)]
     if rng.random() < 0.2:  # a few with three operands, half of them with the first two in parentheses
@@ -199,15 +185,14 @@ def _expression(rng: random.Random) -> tuple[str, list[str]]:
 
 def _calculator_conversation(rng: random.Random) -> Conversation:
     code, tokens = _expression(rng)
-    value = _evaluate(ast.parse(code, mode="eval").body, code)
-    result = format_number(value)
+    result = calculate(code)
     if len(tokens) == 3 and rng.random() < 0.25:
         question = rng.choice(_WORD_QUESTIONS).format(a=tokens[0], w=_WORDS[tokens[1]], b=tokens[2])
     else:
         spaced = " ".join(tokens).replace("( ", "(").replace(" )", ")")
         shown = rng.choice((code, code, spaced))
         question = rng.choice(_SYMBOL_QUESTIONS).format(e=shown)
-    closing = f"{code} = {result}." if Fraction(result) == value else f"{code} is about {result}."
+    closing = rng.choice((f"{code} = {result}.", f"The answer is {result}."))
     parts = [{"type": "text", "text": rng.choice(_INTROS)}, {"type": "python", "text": code},
              {"type": "python_output", "text": result}, {"type": "text", "text": closing}]
     return [_message("user", question), _message("assistant", parts)]

@@ -168,6 +168,7 @@ class _RReader:
     double and generic vectors. Named lists come back as dicts, character vectors as lists of str."""
 
     NIL, SYM, LIST, CHAR, LGL, INT, REAL, STR, VEC, REF = 254, 1, 2, 9, 10, 13, 14, 16, 19, 255
+    KNOWN = (NIL, SYM, LIST, CHAR, LGL, INT, REAL, STR, VEC, REF)
 
     def __init__(self, data: bytes):
         if data[:2] != b"X\n":
@@ -181,6 +182,8 @@ class _RReader:
             raise ValueError(f"R serialization: unknown format version {version}")
 
     def int(self) -> int:
+        if self.pos + 4 > len(self.data):
+            raise ValueError(f"R serialization: the data ends at byte {len(self.data)}, inside an item")
         (value,) = struct.unpack_from(">i", self.data, self.pos)
         self.pos += 4
         return value
@@ -188,6 +191,8 @@ class _RReader:
     def item(self) -> Any:
         flags = self.int()
         kind, has_attr, has_tag = flags & 0xFF, flags & (1 << 9), flags & (1 << 10)
+        if kind not in self.KNOWN:
+            raise ValueError(f"R serialization: type {kind} is not supported here")
         if kind == self.NIL:
             return None
         if kind == self.REF:
@@ -216,10 +221,8 @@ class _RReader:
         elif kind == self.REAL:
             value = list(struct.unpack_from(f">{n}d", self.data, self.pos))
             self.pos += 8 * n
-        elif kind in (self.STR, self.VEC):
+        else:  # STR, VEC
             value = [self.item() for _ in range(n)]
-        else:
-            raise ValueError(f"R serialization: type {kind} is not supported here")
         attrs = dict(self.item()) if has_attr else {}
         return dict(zip(attrs["names"], value, strict=True)) if "names" in attrs else value
 
