@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import random
 import shutil
+import unicodedata
 from collections import Counter
 from pathlib import Path
 
 import pytest
+import regex
 import tiktoken
 from tiktoken.load import load_tiktoken_bpe
 
@@ -25,6 +27,17 @@ EOT = {"<|endoftext|>": 50256}
 POOLS = ["abcXYZ", "0123456789", " \t\n\r", "'sltdmvreLL", ".,!?;:-()\"'<|>", "\xa0\u2028\u3000\x85\x0b\x0c\x1c\u200b",
          "".join(map(chr, range(0x300, 0x370))), "".join(map(chr, range(0x4E00, 0x4E40))),
          "".join(map(chr, range(0x1F600, 0x1F640))), "٣٤۵१२３４", "éüßøñЖя"]
+LETTER_OR_DIGIT = regex.compile(r"[\p{L}\p{N}]")
+
+
+def known_to_both(c: str) -> bool:
+    """False for a letter or digit newer than Python's Unicode tables (14.0 on 3.11).
+
+    The `regex` package and tiktoken's Rust regex each carry their own Unicode version (17.0 and
+    16.0 today), so a code point assigned in between is a letter to us and a symbol to tiktoken;
+    such characters split differently. We leave them out rather than pin either library's tables.
+    """
+    return not (unicodedata.category(c) == "Cn" and LETTER_OR_DIGIT.match(c))
 
 
 def random_text(rng: random.Random, n: int, surrogates: bool = False) -> str:
@@ -32,7 +45,7 @@ def random_text(rng: random.Random, n: int, surrogates: bool = False) -> str:
     for _ in range(n):
         if rng.random() < 0.1:  # anywhere in Unicode, unassigned code points included
             c = chr(rng.randrange(0x110000))
-            chars.append(c if surrogates or not 0xD800 <= ord(c) < 0xE000 else "?")
+            chars.append(c if (surrogates or not 0xD800 <= ord(c) < 0xE000) and known_to_both(c) else "?")
         else:
             chars.append(rng.choice(rng.choice(POOLS)))
     if surrogates:
@@ -202,6 +215,10 @@ def test_trained_ids_match_tiktoken_running_our_ranks(trained: BPE, shakespeare)
                              special_tokens=trained.special_tokens)
     text = shakespeare.val[:50_000] + "<|user_start|>hi<|user_end|>"
     assert trained.encode(text, allowed_special="all") == twin.encode(text, allowed_special="all")
+    rng = random.Random(5)
+    for _ in range(300):
+        text = random_text(rng, rng.randint(0, 40), surrogates=rng.random() < 0.2)
+        assert trained.encode(text) == twin.encode(text), repr(text)
 
 
 def test_trained_tokenizer_round_trips_random_unicode(trained: BPE) -> None:

@@ -10,6 +10,9 @@ the lowest rank (the leftmost on a tie) until no adjacent pair is a token. Given
 file and its pattern, this gives tiktoken's ids exactly. A chunk's ids are cached, since words
 repeat. Text holding surrogate code points is first fixed up as tiktoken does (a valid pair
 joins, a lone one becomes U+FFFD), so only then does decode(encode(s)) differ from ``s``.
+One known difference from tiktoken: ``\\p{L}`` and ``\\p{N}`` follow the ``regex`` package's Unicode
+version (17.0 for regex 2026.5), tiktoken 0.14's Rust regex Unicode 16.0, so the 4,644 letters and
+13 digits new in Unicode 17.0 (e.g. U+33460, CJK Extension J) split differently.
 
 :meth:`BPE.train` learns ranks from text (see bpe_train.py); :meth:`BPE.save` writes a plain text
 file that :meth:`BPE.load` reads back (no pickle): a header line, the pattern as a JSON string,
