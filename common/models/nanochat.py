@@ -310,24 +310,24 @@ class NanoChat:
         if optim is None:
             raise RuntimeError(f"NanoChat.optimizers: {stage.__name__} has no optim (training needs autograd)")
         scale = (self.config.n_embd / 768) ** -0.5
+        lrs = [matrix_lr, embedding_lr * scale, unembedding_lr * scale]
         matrices, embedding, head = self.param_groups()
         opts = [
-            optim.Muon(matrices, lr=matrix_lr, momentum=0.95, nesterov=True),
-            optim.AdamW(embedding, lr=embedding_lr * scale, b1=0.8, b2=0.95, eps=1e-10, weight_decay=weight_decay),
-            optim.AdamW(head, lr=unembedding_lr * scale, b1=0.8, b2=0.95, eps=1e-10, weight_decay=weight_decay),
+            optim.Muon(matrices, lr=lrs[0], momentum=0.95, nesterov=True),
+            optim.AdamW(embedding, lr=lrs[1], b1=0.8, b2=0.95, eps=1e-10, weight_decay=weight_decay),
+            optim.AdamW(head, lr=lrs[2], b1=0.8, b2=0.95, eps=1e-10, weight_decay=weight_decay),
         ]
-        return ScaledGroups(ParamGroups(opts))
+        return ScaledGroups(ParamGroups(opts, scales=lrs))
 
 
 class ScaledGroups:
-    """Optimizers stepped together (a :class:`common.train.optimizers.ParamGroups`) whose ``lr`` is a
-    multiplier of each one's own base lr: nanochat's groups have different lrs but one schedule, so
-    a loop sets ``opt.lr = lr_multiplier(step, total)`` and every group follows."""
+    """nanochat's optimizers stepped as one: a :class:`common.train.optimizers.ParamGroups` whose
+    per-group scales are the groups' base lrs, so ``lr`` is the schedule's multiplier (1.0: every
+    group at its base rate; a loop sets ``opt.lr = lr_multiplier(step, total)``). It adds one thing:
+    every gradient is realized before the first group writes its parameters in place (below)."""
 
     def __init__(self, groups: Any):
         self.groups = groups
-        self.base_lrs = [opt.lr for opt in groups.optimizers]
-        self._scale = 1.0
 
     @property
     def optimizers(self) -> list[Any]:
@@ -339,13 +339,11 @@ class ScaledGroups:
 
     @property
     def lr(self) -> float:
-        return self._scale
+        return self.groups.lr
 
     @lr.setter
     def lr(self, value: float) -> None:
-        self._scale = float(value)
-        for opt, base in zip(self.groups.optimizers, self.base_lrs, strict=True):
-            opt.lr = base * self._scale
+        self.groups.lr = value
 
     def zero_grad(self) -> None:
         self.groups.zero_grad()
@@ -363,6 +361,26 @@ class ScaledGroups:
 
     def load_state_dict(self, state: dict[str, Tensor]) -> None:
         self.groups.load_state_dict(state)
+
+
+def random_state(config: NanoChatConfig, seed: int = 0) -> dict[str, np.ndarray]:
+    """Weights for every parameter name, drawn with numpy: nanochat's init stds, but lm_head and
+    c_proj random too (std as the other linears), so that every weight shapes the output. For
+    loading the same model into each stage, and for benchmarks of a model that is not trained."""
+    rng = np.random.default_rng(seed)
+    C, kv = config.n_embd, config.n_kv_head * config.head_dim
+    shapes = {"transformer.wte.weight": (config.vocab_size, C)}
+    for i in range(config.n_layer):
+        p = f"transformer.h.{i}."
+        shapes.update({p + "attn.c_q.weight": (C, C), p + "attn.c_k.weight": (kv, C), p + "attn.c_v.weight": (kv, C),
+                       p + "attn.c_proj.weight": (C, C), p + "mlp.c_fc.weight": (4 * C, C),
+                       p + "mlp.c_proj.weight": (C, 4 * C)})
+    shapes["lm_head.weight"] = (config.vocab_size, C)
+    out = {}
+    for name, (fan_out, fan_in) in shapes.items():
+        std = 1.0 if name == "transformer.wte.weight" else min(1.0, math.sqrt(fan_out / fan_in)) / math.sqrt(fan_in)
+        out[name] = (rng.standard_normal((fan_out, fan_in)) * std).astype(np.float32)
+    return out
 
 
 def lr_multiplier(step: int, total: int, warmdown: float = 0.2) -> float:
