@@ -64,8 +64,16 @@ class _Row:
 
 
 class Engine:
-    def __init__(self, model: Any, tokenizer: Any, Tensor: type):
-        self.model, self.tokenizer, self.Tensor = model, tokenizer, Tensor
+    """``prefill_chunk``: run the prompt in chunks of this many tokens, the last one padded, in a
+    cache of a whole multiple of sequence_len positions (None: the prompt at once, in a cache just
+    long enough). On a lazy stage (stage3) every prompt length and cache length would compile its
+    own kernels; with chunks, replies that fit in sequence_len have two shapes in all, the chunk
+    and the one-token step, compiled once."""
+
+    def __init__(self, model: Any, tokenizer: Any, Tensor: type, prefill_chunk: int | None = None):
+        if prefill_chunk is not None and prefill_chunk < 1:
+            raise ValueError(f"Engine: prefill_chunk must be >= 1 or None, got {prefill_chunk}")
+        self.model, self.tokenizer, self.Tensor, self.prefill_chunk = model, tokenizer, Tensor, prefill_chunk
         sid = tokenizer.special_id
         self.python_start, self.python_end = sid("<|python_start|>"), sid("<|python_end|>")
         self.output_start, self.output_end = sid("<|output_start|>"), sid("<|output_end|>")
@@ -87,8 +95,8 @@ class Engine:
                              f"{len(tokens)} tokens, sequence_len {self.model.config.sequence_len})")
         T, rng = self.Tensor, np.random.default_rng(seed)
         with no_grad(T):
-            cache = self.model.new_kv_cache(T, 1, len(tokens) + max_tokens)
-            logits = self.model(T(np.asarray([tokens], dtype=np.int64)), cache).numpy()[:, -1, :]  # (1, V)
+            cache = self.model.new_kv_cache(T, 1, self._cache_len(len(tokens) + max_tokens))
+            logits = self._prefill(tokens, cache)  # (1, V)
             if num_samples > 1:
                 cache = cache.replicate(num_samples)
                 logits = np.repeat(logits, num_samples, axis=0)  # (B, V): each row samples its own first token
@@ -100,6 +108,24 @@ class Engine:
                 if step + 1 == max_tokens or all(r.done for r in rows):
                     return
                 logits = self.model(T(np.asarray(column, dtype=np.int64)[:, None]), cache).numpy()[:, -1, :]
+
+    def _cache_len(self, needed: int) -> int:
+        if self.prefill_chunk is None:
+            return needed
+        seq = self.model.config.sequence_len
+        return seq * -(-needed // seq)  # the next multiple of sequence_len: one cache shape for most chats
+
+    def _prefill(self, tokens: list[int], cache: Any) -> np.ndarray:
+        """Run the prompt (batch 1) into the cache; the logits (1, V) after its last token."""
+        T, C = self.Tensor, self.prefill_chunk
+        if C is None:
+            return self.model(T(np.asarray([tokens], dtype=np.int64)), cache).numpy()[:, -1, :]
+        for start in range(0, len(tokens), C):
+            chunk = tokens[start:start + C]
+            padded = np.zeros((1, C), dtype=np.int64)
+            padded[0, :len(chunk)] = chunk
+            logits = self.model(T(padded), cache, n_valid=len(chunk)).numpy()[:, len(chunk) - 1, :]
+        return logits
 
     def _advance(self, rows: list[_Row], sampled: np.ndarray) -> tuple[list[int], list[int]]:
         """Each row's next token (forced if its queue has one, else sampled) and the tool bookkeeping."""

@@ -129,22 +129,28 @@ class KVCache:
         self.pos = 0
         self.step: SimpleNamespace | None = None  # the current forward's uploads (begin .. end)
 
-    def begin(self, T_new: int, rotary: _Rotary) -> SimpleNamespace:
+    def begin(self, T_new: int, rotary: _Rotary, n_valid: int | None = None) -> SimpleNamespace:
         """Upload what a forward of T_new tokens at offset pos needs: its rotary rows, the one-hot
-        placement of its keys, which cache rows it writes, and the attention mask."""
-        p0, p1, L = self.pos, self.pos + T_new, self.max_len
+        placement of its keys, which cache rows it writes, and the attention mask. With ``n_valid``
+        only the first n_valid tokens are real (a prompt padded to a fixed chunk, so that a lazy stage
+        compiles one prefill shape): the rest are neither stored nor counted, their logits mean nothing."""
+        n = T_new if n_valid is None else n_valid
+        if not 1 <= n <= T_new:
+            raise ValueError(f"KVCache: n_valid must be in [1, {T_new}], got {n_valid}")
+        p0, p1, L = self.pos, self.pos + n, self.max_len
         if p1 > L:
-            raise ValueError(f"KVCache: {T_new} new tokens at position {p0} overflow max_len {L}")
+            raise ValueError(f"KVCache: {n} new tokens at position {p0} overflow max_len {L}")
         if p1 > len(rotary.np_cos):
             raise ValueError(f"KVCache: position {p1} is past the rotary table ({len(rotary.np_cos)} rows)")
         place = np.zeros((L, T_new), dtype=np.float32)
-        place[np.arange(p0, p1), np.arange(T_new)] = 1.0  # row p0+t takes new key t
+        place[np.arange(p0, p1), np.arange(n)] = 1.0  # row p0+t takes new key t
         written = np.zeros((L, 1), dtype=bool)
         written[p0:p1] = True
-        visible = np.arange(L)[None, :] <= np.arange(p0, p1)[:, None]  # (T_new, L) query p0+t sees keys <= p0+t
+        visible = np.arange(L)[None, :] <= np.arange(p0, p0 + T_new)[:, None]  # (T_new, L) query p0+t: keys <= p0+t
+        rows = np.minimum(np.arange(p0, p0 + T_new), len(rotary.np_cos) - 1)  # padding rows: any angle will do
         T = self.T
-        self.step = SimpleNamespace(cos=T(rotary.np_cos[p0:p1]), sin=T(rotary.np_sin[p0:p1]), place=T(place),
-                                    written=T(written), mask=T(visible), n=T_new)
+        self.step = SimpleNamespace(cos=T(rotary.np_cos[rows]), sin=T(rotary.np_sin[rows]), place=T(place),
+                                    written=T(written), mask=T(visible), n=n)
         return self.step
 
     def write(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
@@ -264,11 +270,14 @@ class NanoChat:
         """Every parameter, the embedding included (nanochat counts them all)."""
         return sum(t.numel() for t in named_tensors(self).values())
 
-    def __call__(self, idx: Tensor, kv_cache: KVCache | None = None) -> Tensor:
+    def __call__(self, idx: Tensor, kv_cache: KVCache | None = None, n_valid: int | None = None) -> Tensor:
         """idx (B, T) int -> logits (B, T, vocab_size) float32. With ``kv_cache`` the tokens sit at
-        positions [pos, pos+T) after the cached ones, whose keys and values are reused."""
+        positions [pos, pos+T) after the cached ones, whose keys and values are reused; ``n_valid``
+        marks only the first n_valid of them as real (see :meth:`KVCache.begin`)."""
         B, T = idx.shape
         if kv_cache is None:
+            if n_valid is not None:
+                raise ValueError("NanoChat: n_valid only applies to a forward with a KV cache")
             if T > self.config.sequence_len:
                 raise ValueError(f"NanoChat: sequence length {T} exceeds sequence_len {self.config.sequence_len} "
                                  "(use a KV cache to go further)")
@@ -276,7 +285,7 @@ class NanoChat:
         else:
             if B != kv_cache.batch_size:
                 raise ValueError(f"NanoChat: batch {B} does not match the KV cache's {kv_cache.batch_size} rows")
-            step = kv_cache.begin(T, self.rotary)
+            step = kv_cache.begin(T, self.rotary, n_valid)
             cos, sin = step.cos, step.sin  # (T, D/2), rows [pos, pos+T)
         x = rms_norm(self.transformer.wte(idx))  # (B, T, C)
         for block in self.transformer.h:

@@ -73,6 +73,15 @@ def test_greedy_engine_equals_uncached_generation(stage2, engine):
     assert all(m == [1] for _, m in columns)  # nothing forced
 
 
+def test_chunked_prefill_same_tokens(stage2, engine):
+    """A prompt of 7 run as chunks of 3, 3 and 1 padded to 3 gives the tokens of one whole prefill."""
+    chunked = Engine(engine.model, TOK, stage2.Tensor, prefill_chunk=3)
+    whole = engine.generate_batch(PROMPT, num_samples=2, max_tokens=8, temperature=1.0, seed=5)
+    assert chunked.generate_batch(PROMPT, num_samples=2, max_tokens=8, temperature=1.0, seed=5) == whole
+    with pytest.raises(ValueError, match="prefill_chunk"):
+        Engine(engine.model, TOK, stage2.Tensor, prefill_chunk=0)
+
+
 def test_greedy_same_on_every_stage(stage1, stage2):
     stage3 = pytest.importorskip("stage3_compiler")
     outs = [greedy_cached(build(s), s.Tensor, PROMPT, 10) for s in (stage1, stage2, stage3)]

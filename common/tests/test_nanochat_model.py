@@ -124,6 +124,23 @@ def test_kv_cache_equals_full_forward_stage3(stage3):
     cached_vs_full(stage3)
 
 
+def test_kv_cache_padded_chunk(stage2):
+    """A chunk of 4 with 2 real tokens stores 2, and the next tokens continue from there."""
+    T = stage2.Tensor
+    model = build(stage2)
+    idx = np.random.default_rng(9).integers(0, CFG.vocab_size, (1, 5))
+    with T.no_grad():
+        full = model(T(idx)).numpy()
+        cache = model.new_kv_cache(T, 1, 5)  # exactly the 5 real tokens: the padding needs no room
+        padded = np.concatenate([idx[:, :2], np.full((1, 2), 7)], axis=1)
+        first = model(T(padded), cache, n_valid=2).numpy()[:, :2]
+        assert cache.pos == 2
+        rest = model(T(idx[:, 2:]), cache).numpy()
+        with pytest.raises(ValueError, match="n_valid"):
+            model(T(idx[:, :2]), n_valid=1)
+    np.testing.assert_allclose(np.concatenate([first, rest], 1), full, rtol=1e-5, atol=1e-5 * np.abs(full).max())
+
+
 def test_kv_cache_bounds_and_replicate(stage2):
     T = stage2.Tensor
     model = build(stage2)
