@@ -5,6 +5,7 @@ from .cnn import CNN, CNNConfig
 from .glm import LinearRegression, LogisticRegression, SoftmaxRegression, Standardizer, accuracy
 from .gpt import GPT, GPTConfig
 from .mlp import MLP, MLPConfig
+from .nanochat import NanoChat, NanoChatConfig
 from .rnn import RNN, RNNConfig
 
 __all__ = [
@@ -16,6 +17,8 @@ __all__ = [
     "LogisticRegression",
     "MLP",
     "MLPConfig",
+    "NanoChat",
+    "NanoChatConfig",
     "RNN",
     "RNNConfig",
     "SoftmaxRegression",
