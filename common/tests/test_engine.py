@@ -122,8 +122,8 @@ class ScriptedModel:
     """A stand-in model whose next token is a function of the last input token (a table), so the
     engine's tool logic can be driven exactly; it records what it was fed."""
 
-    def __init__(self, Tensor, table: dict[int, int], default: int):
-        self.Tensor, self.table, self.default = Tensor, table, default
+    def __init__(self, Tensor, table: dict[int, int], default: int, vocab_size: int = CFG.vocab_size):
+        self.Tensor, self.table, self.default, self.vocab_size = Tensor, table, default, vocab_size
         self.config = CFG
         self.fed: list[list[int]] = []
 
@@ -133,7 +133,7 @@ class ScriptedModel:
     def __call__(self, idx, kv_cache=None):
         ids = idx.numpy()
         self.fed.append(ids[:, -1].tolist())
-        logits = np.zeros((ids.shape[0], 1, CFG.vocab_size), dtype=np.float32)
+        logits = np.zeros((ids.shape[0], 1, self.vocab_size), dtype=np.float32)
         for row, last in enumerate(ids[:, -1].tolist()):
             logits[row, 0, self.table.get(last, self.default)] = 10.0  # a tuple: equally likely tokens
         return self.Tensor(logits)
@@ -148,23 +148,34 @@ def chain(*tokens: int) -> dict[int, int]:
     return dict(zip(tokens, tokens[1:], strict=False))
 
 
-def test_calculator_tool_forces_output(stage2):
-    b = TOK.encode_ordinary
-    ps, pe, os_, oe, end = S["<|python_start|>"], S["<|python_end|>"], S["<|output_start|>"], S["<|output_end|>"], \
-        S["<|assistant_end|>"]
+def bpe_tokenizer():
+    from common.tokenizers.bpe import BPE
+
+    return BPE.train("the sum 6*7 is 42; 6*7=42 and 12+30 is 42 " * 20, vocab_size=300)
+
+
+@pytest.mark.parametrize("make_tok", [ByteTokenizer, bpe_tokenizer], ids=["bytes", "bpe"])
+def test_calculator_tool_forces_output(stage2, make_tok):
+    tok = make_tok()
+    sid, b = tok.special_id, tok.encode_ordinary
+    ps, pe, os_, oe, end = (sid(n) for n in ("<|python_start|>", "<|python_end|>", "<|output_start|>",
+                                             "<|output_end|>", "<|assistant_end|>"))
+    prompt = [tok.bos_id, sid("<|user_start|>"), *b("hi"), sid("<|user_end|>"), sid("<|assistant_start|>")]
     # the model writes <|python_start|>6*7<|python_end|>, then (fed the forced output) ends the reply
-    table = chain(PROMPT[-1], ps, *b("6*7"), pe)
+    table = chain(prompt[-1], ps, *b("6*7"), pe)
     table[oe] = end
-    model = ScriptedModel(stage2.Tensor, table, default=ord("?"))
-    engine = Engine(model, TOK, stage2.Tensor)
-    cols = list(engine.generate(PROMPT, max_tokens=20, temperature=0.0))
+    model = ScriptedModel(stage2.Tensor, table, default=b("?")[0], vocab_size=tok.vocab_size)
+    engine = Engine(model, tok, stage2.Tensor)
+    cols = list(engine.generate(prompt, max_tokens=20, temperature=0.0))
     tokens, masks = [c[0] for c, _ in cols], [m[0] for _, m in cols]
+    n_expr, n_out = len(b("6*7")), len(b("42"))
     expected = [ps, *b("6*7"), pe, os_, *b("42"), oe, end]
     assert tokens == expected
-    assert masks == [1] * 5 + [0] * 4 + [1]
+    assert masks == [1] * (n_expr + 2) + [0] * (n_out + 2) + [1]
     assert [f[0] for f in model.fed[1:]] == expected[:-1]  # every token, forced ones too, is fed back
-    out, out_masks = engine.generate_batch(PROMPT, max_tokens=20, temperature=0.0)
-    assert out[0] == PROMPT + expected[:-1] and out_masks[0] == [0] * len(PROMPT) + masks[:-1]
+    out, out_masks = engine.generate_batch(prompt, max_tokens=20, temperature=0.0)
+    assert out[0] == prompt + expected[:-1] and out_masks[0] == [0] * len(prompt) + masks[:-1]
+    assert tok.decode(out[0][len(prompt):]) == "<|python_start|>6*7<|python_end|><|output_start|>42<|output_end|>"
 
 
 def test_tool_refusal_forces_nothing_and_bos_stops(stage2):
