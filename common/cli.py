@@ -1,6 +1,7 @@
 """The ``sitp`` console command: ``sitp train linreg|logreg|softmax --stage 1`` (the GLMs, any
 stage), ``sitp train mlp|rnn|lstm|cnn|nanogpt --stage 2`` (the zoo, a stage with autograd),
-``sitp sample --ckpt PATH --stage 1|2``, and ``sitp diff``; ``chat`` and ``bench`` come later.
+``sitp sample --ckpt PATH --stage 1|2``, ``sitp nanochat`` (the chat pipeline), ``sitp chat --ckpt PATH``
+and ``sitp diff``; ``bench`` comes later.
 
 Runs write a loss-curve PNG and a metrics.json into ``--out``, by default
 ``$SITP_CACHE/runs/<task>-stage<N>-<timestamp>`` for the GLMs and ``$SITP_CACHE/runs/<task>-stage<N>``
@@ -17,6 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from .chat import cli as chat_cli
 from .data import Split, cache_dir, load_diabetes, load_digits8x8, load_housing, load_mnist5k, load_vader_bow
 from .stages import STAGES, load_stage
 from .train import TrainResult, save_loss_curve, train_linreg, train_logreg, train_softmax, zoo_cli
@@ -139,6 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     zoo_cli.add_train_arguments(train)
     train.set_defaults(func=cmd_train)
     zoo_cli.add_sample_parser(commands)
+    chat_cli.add_parsers(commands)
     diff = commands.add_parser("diff", help="the lesson between two stages (files that changed, lines per file)")
     diff.add_argument("stages", nargs="*", default=["1", "2"], help="two stage numbers, e.g. 1 2")
     diff.add_argument("--stat", action="store_true", help="only the changed-lines table")

@@ -311,7 +311,8 @@ class NanoChat:
     def optimizers(self, stage: ModuleType, matrix_lr: float = 0.02, embedding_lr: float = 0.2,
                    unembedding_lr: float = 0.004, weight_decay: float = 0.0) -> Any:
         """Muon (momentum 0.95, nesterov) for the block matrices, AdamW (betas 0.8, 0.95, eps 1e-10) for
-        the embedding and the head, as one object whose ``lr`` scales them all (:class:`ScaledGroups`).
+        the embedding and the head, as one ParamGroups whose per-group scales are the base lrs, so its
+        ``lr`` is the schedule's multiplier (1.0: every group at its own rate).
         As nanochat, the AdamW lrs are scaled by (n_embd / 768)^-0.5 (they were tuned at width 768)."""
         from ..train.optimizers import ParamGroups  # here, not at the top: common.train imports the models
 
@@ -326,50 +327,8 @@ class NanoChat:
             optim.AdamW(embedding, lr=lrs[1], b1=0.8, b2=0.95, eps=1e-10, weight_decay=weight_decay),
             optim.AdamW(head, lr=lrs[2], b1=0.8, b2=0.95, eps=1e-10, weight_decay=weight_decay),
         ]
-        return ScaledGroups(ParamGroups(opts, scales=lrs))
+        return ParamGroups(opts, scales=lrs)
 
-
-class ScaledGroups:
-    """nanochat's optimizers stepped as one: a :class:`common.train.optimizers.ParamGroups` whose
-    per-group scales are the groups' base lrs, so ``lr`` is the schedule's multiplier (1.0: every
-    group at its base rate; a loop sets ``opt.lr = lr_multiplier(step, total)``). It adds one thing:
-    every gradient is realized before the first group writes its parameters in place (below)."""
-
-    def __init__(self, groups: Any):
-        self.groups = groups
-
-    @property
-    def optimizers(self) -> list[Any]:
-        return self.groups.optimizers
-
-    @property
-    def params(self) -> list[Tensor]:
-        return self.groups.params
-
-    @property
-    def lr(self) -> float:
-        return self.groups.lr
-
-    @lr.setter
-    def lr(self, value: float) -> None:
-        self.groups.lr = value
-
-    def zero_grad(self) -> None:
-        self.groups.zero_grad()
-
-    def step(self) -> None:
-        # A lazy stage (stage3) must compute every gradient before the first optimizer writes its
-        # parameters in place: the embedding's gradient still reads the block weights Muon updates.
-        grads = [p.grad for p in self.params if p.grad is not None]
-        if grads:
-            grads[0].realize(*grads[1:])
-        self.groups.step()
-
-    def state_dict(self) -> dict[str, Tensor]:
-        return self.groups.state_dict()
-
-    def load_state_dict(self, state: dict[str, Tensor]) -> None:
-        self.groups.load_state_dict(state)
 
 
 def random_state(config: NanoChatConfig, seed: int = 0) -> dict[str, np.ndarray]:

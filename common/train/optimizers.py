@@ -54,6 +54,11 @@ class ParamGroups:
             opt.zero_grad()
 
     def step(self) -> None:
+        # On a lazy stage (stage3) every gradient is computed before the first group writes its parameters
+        # in place: another group's gradient may still read them (the embedding's reads the block weights).
+        grads = [p.grad for p in self.params if p.grad is not None]
+        if len(self.optimizers) > 1 and grads:
+            grads[0].realize(*grads[1:])
         for opt in self.optimizers:
             opt.step()
 

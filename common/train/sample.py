@@ -47,7 +47,7 @@ def generate(model: Any, Tensor: type, idx: np.ndarray, max_new_tokens: int, con
     the input is cropped to the last ``context`` tokens (the block size), as nanoGPT's generate."""
     idx = np.asarray(idx, dtype=np.int64)
     forward = PerShapeJit(model, Tensor)
-    with _no_grad(Tensor):
+    with no_grad(Tensor):
         for _ in range(max_new_tokens):
             window = idx if context is None else idx[:, -context:]
             logits = forward(Tensor(window)).numpy()[:, -1, :]  # (B, V) at the last position
@@ -64,7 +64,7 @@ def generate_names(model: Any, Tensor: type, end: int, count: int, rng: np.rando
     ``block_size`` None: a sequence model that sees the whole prefix and gives (B, T, V)."""
     idx = np.full((count, block_size or 1), end, dtype=np.int64)
     done = np.zeros(count, dtype=bool)
-    with _no_grad(Tensor):
+    with no_grad(Tensor):
         for _ in range(max_len):
             if block_size is None:
                 logits = model(Tensor(idx)).numpy()[:, -1, :]
@@ -103,7 +103,7 @@ class PerShapeJit:
         return fn(x)
 
 
-class _no_grad:
+class no_grad:
     """The stage's no-grad context where it has autograd; nothing to switch off otherwise."""
 
     def __init__(self, Tensor: type):
