@@ -50,10 +50,10 @@ class NanochatSettings:
 
     depth: int = 4  # the dial: width 64 * depth, depth blocks
     vocab_size: int = 4096
-    sequence_len: int = 256
-    batch_size: int = 8
-    steps: dict[str, int] = field(default_factory=lambda: {"base": 400, "mid": 150, "sft": 150})
-    lr: dict[str, float] = field(default_factory=lambda: {"base": 1.0, "mid": 1.0, "sft": 0.5})  # x each group's rate
+    sequence_len: int = 128  # conversations are short: SFT pads each to a row, so a long row is mostly padding
+    batch_size: int = 16
+    steps: dict[str, int] = field(default_factory=lambda: {"base": 450, "mid": 250, "sft": 300})
+    lr: dict[str, float] = field(default_factory=lambda: {"base": 1.0, "mid": 1.0, "sft": 1.0})  # x each group's rate
     tokenizer_bytes: int = 3_000_000  # of text the tokenizer trains on
     eval_every: int = 100
     eval_batches: int = 8

@@ -26,7 +26,7 @@ duplicates, so no val conversation is ever trained on, and builds the two phases
   train conversation of all four sources (chitchat in full);
 - ``sft`` (as nanochat's SFT: a smaller, cleaner mix): all of chatterbot (short curated question /
   answer pairs), the openings of 1,500 chitchat conversations (first two exchanges: greetings and
-  small talk, short enough for one SFT row), 1,500 calculator conversations and the identity set.
+  small talk, short enough for one SFT row), 3,000 calculator conversations and the identity set.
 """
 
 from __future__ import annotations
@@ -45,9 +45,9 @@ Conversation = list[dict[str, Any]]
 CHITCHAT_JSON = "chitchat_dataset/dataset.json"
 CHATTERBOT_PREFIX = "chatterbot_corpus/data/english/"
 VAL_FRACTION = 0.1
-CALCULATOR_COUNT = 6000  # mid-training gets 90% of these; at ~40 tokens each, ~10% of its tokens
+CALCULATOR_COUNT = 12000  # mid-training gets 90% of these; at ~40 tokens each, ~18% of its tokens
 SFT_CHITCHAT = 1500
-SFT_CALCULATOR = 1500
+SFT_CALCULATOR = 3000
 OPENING_MESSAGES = 4  # an SFT chitchat conversation: its first two user/assistant exchanges
 
 
@@ -170,6 +170,11 @@ def _operand(rng: random.Random) -> int:
     return rng.randint(1, rng.choice((9, 99, 999, 9999)))
 
 
+# The report card asks "what is 37*91?" (common/chat/report.py): no training expression holds both numbers,
+# so a right answer there is copied from the question, not remembered.
+HELD_OUT_OPERANDS = frozenset({37, 91})
+
+
 def _expression(rng: random.Random) -> tuple[str, list[str]]:
     """A random expression in Python syntax, and its tokens (numbers, operators, parentheses)."""
     op = rng.choice("+-*/*")  # products twice as often: the hardest to do in the head
@@ -186,6 +191,8 @@ def _expression(rng: random.Random) -> tuple[str, list[str]]:
 
 def _calculator_conversation(rng: random.Random) -> Conversation:
     code, tokens = _expression(rng)
+    while HELD_OUT_OPERANDS <= {int(t) for t in tokens if t.isdigit()}:
+        code, tokens = _expression(rng)
     result = calculate(code)
     if len(tokens) == 3 and rng.random() < 0.25:
         question = rng.choice(_WORD_QUESTIONS).format(a=tokens[0], w=_WORDS[tokens[1]], b=tokens[2])
@@ -223,7 +230,7 @@ _IDENTITY = [
       "nanochat.", "I was trained by the Structure and Interpretation of Tensor Programs project, which rebuilds "
       "Karpathy's nanochat on its own tensor library."]),
     (["What can you do?", "how can you help me?", "What are you good at?"],
-     ["I can chat with you, and I can do arithmetic with my calculator tool. Try asking me what 37*91 is!",
+     ["I can chat with you, and I can do arithmetic with my calculator tool. Try asking me what 12*34 is!",
       "I can make small talk and work out arithmetic with a calculator. I'm small, so I make mistakes!"]),
     (["Are you ChatGPT?", "Are you a human?", "are you a robot?"],
      [f"No, I'm {NAME}, a small language model. I'm much smaller than ChatGPT!",

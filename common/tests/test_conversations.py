@@ -22,6 +22,7 @@ from common.chat.render import (
     to_training_rows,
 )
 from common.data.conversations import (
+    HELD_OUT_OPERANDS,
     calculate,
     calculator_conversations,
     chat_splits,
@@ -126,6 +127,16 @@ def test_calculate_formats_as_python():
     for bad in ["__import__('os')", "1/0", "2**10", "", "x+1", "1+"]:
         with pytest.raises(ValueError, match="calculate: "):
             calculate(bad)
+
+
+def test_the_report_cards_question_is_held_out():
+    """The report card's "what is 37*91?" must be answered by copying, not remembered: no training
+    expression holds both of its numbers, and no other conversation names the expression."""
+    for conv in calculator_conversations(20000, seed=0):
+        code = conv[1]["content"][1]["text"]
+        assert not HELD_OUT_OPERANDS <= {int(n) for n in re.findall(r"\d+", code)}, code
+    for conv in identity_conversations():
+        assert "37*91" not in json.dumps(conv)
 
 
 def test_calculator_conversations_hold_exact_answers():
