@@ -51,6 +51,16 @@ def test_resume_skips_finished_phases(run):
         assert again["phases"][phase]["final_train_loss"] == report["phases"][phase]["final_train_loss"]
 
 
+def test_stage3_trains_the_pipeline_as_stage2_does(run, tmp_path):
+    """Every phase on stage3 (jitted steps, fused kernels): the losses stage2 has, to float32 reduction-order noise."""
+    _, report = run
+    lazy = run_pipeline(load_stage(3), tmp_path, tiny_settings(), progress=False, log=lambda *_: None)
+    for phase in PHASES:
+        ours, eager = lazy["phases"][phase], report["phases"][phase]
+        assert ours["final_train_loss"] == pytest.approx(eager["final_train_loss"], rel=1e-3, abs=1e-3)
+        assert ours["val_bpb"] == pytest.approx(eager["val_bpb"], rel=1e-3)
+
+
 def test_report_card(run, tmp_path):
     out, report = run
     backend = ChatBackend.load(report["checkpoint"], 2)
