@@ -131,7 +131,8 @@ def nanochat(session: nox.Session) -> None:
 
 @nox.session(default=False)
 def bench_train(session: nox.Session) -> None:
-    """nanoGPT CPU-config step time on stage2 vs PyTorch eager, and peak memory; JSON under benchmarks/results/."""
+    """nanoGPT CPU-config step time on stage2 and jitted stage3 vs PyTorch eager, and peak memory; JSON under
+    benchmarks/results/."""
     install(session, "test", "torch")
     session.run("pytest", "-s", "benchmarks/test_train.py", "--benchmark-json", "benchmarks/results/train.json",
                 *session.posargs)

@@ -1,15 +1,17 @@
-"""Training-step benchmark: the nanoGPT CPU config on stage2 against PyTorch eager CPU, in one run.
+"""Training-step benchmark: the nanoGPT CPU config on stage2 and stage3 (jitted) against PyTorch eager CPU.
 
 Config (the issue's): n_layer 4, n_head 4, n_embd 128, block 64, batch 12, no dropout, no bias,
 vocab 78 (the characters of our Shakespeare text); one step = forward, backward, clip at 1.0,
-AdamW with nanoGPT's two groups. Batches are
-random token ids (the time of a step does not depend on the text). Both sides start from the
-same weights. Memory: peak RSS of the process (ru_maxrss) and a leak check: the stage2 process's
+AdamW with nanoGPT's two groups. Batches are random token ids (the time of a step does not depend
+on the text). All sides start from the same weights; stage3's step runs under its TinyJit, as the
+training loop runs it. Memory: peak RSS of the process (ru_maxrss) and a leak check: the stage2 process's
 current RSS and the Python heap (tracemalloc) must not keep growing once training is warm.
 
 Run: `nox -s bench_train` (or `pytest benchmarks/test_train.py --benchmark-only`); torch is
 needed (the `torch` extra), so the module skips where it is absent (the kernel `bench` session).
-The ratio test prints the step-time ratio and checks the issue's goal (stage2 within 3x torch).
+The ratio test prints the step-time ratio and checks the issue's goal (stage2 within 3x torch); the
+stage3 test times stage2 and jitted stage3 each in its own block and prints their ratio (the stage3 speed
+issue's goal is <= 0.8x; not met yet, so it is reported, not asserted).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ torch = pytest.importorskip("torch")
 s2 = pytest.importorskip("stage2_autograd")
 
 from common.models.gpt import GPT, GPTConfig  # noqa: E402
+from common.train.checkpoint import load_model_weights  # noqa: E402
 from common.train.optimizers import build_optimizer  # noqa: E402
 from conformance.models import GPT as TorchGPT  # noqa: E402
 from conformance.models import load_numpy_state  # noqa: E402
@@ -61,6 +64,32 @@ def stage2_stepper():
     return step, weights
 
 
+def stage3_stepper(weights: dict[str, np.ndarray]):
+    """stage2's step on stage3, from the same weights: forward, backward, clip and AdamW under TinyJit
+    (call 1 runs eagerly, call 2 captures the kernels, from call 3 on they replay)."""
+    s3 = pytest.importorskip("stage3_compiler")
+    T = s3.Tensor
+    model = GPT(s3, CONFIG)
+    load_model_weights(s3, model, weights)
+    opt = build_optimizer(s3, model, "adamw", 1e-3, 0.1, (0.9, 0.99))
+    rng = np.random.default_rng(0)
+
+    @s3.TinyJit
+    def train_step(x, y):
+        loss = model.loss(x, y).realize()  # the forward's kernels once, for the loss and backward
+        loss.backward()
+        s3.optim.clip_grad_norm_(opt.params, 1.0)
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    def step() -> float:
+        x, y = batch(rng)
+        return train_step(T(x), T(y)).item()
+
+    return step
+
+
 def torch_stepper(weights: dict[str, np.ndarray]):
     model = TorchGPT(CONFIG.vocab_size, CONFIG.block_size, CONFIG.n_layer, CONFIG.n_head, CONFIG.n_embd, CONFIG.bias)
     load_numpy_state(model, weights)
@@ -79,9 +108,11 @@ def torch_stepper(weights: dict[str, np.ndarray]):
     return step
 
 
-@pytest.mark.parametrize("impl", ["stage2", "torch"])
+@pytest.mark.parametrize("impl", ["stage2", "stage3", "torch"])
 def test_nanogpt_step(benchmark, impl):
     step, weights = stage2_stepper()
+    if impl == "stage3":
+        step = stage3_stepper(weights)
     if impl == "torch":
         step = torch_stepper(weights)
     first = step()
@@ -113,6 +144,28 @@ def test_step_time_ratio(record_property):
     record_property("torch_ms", med["torch"] * 1e3)
     record_property("ratio", ratio)
     assert ratio <= GOAL_RATIO, f"stage2 step is {ratio:.2f}x torch's, the goal is {GOAL_RATIO}x"
+
+
+def test_stage3_step_time(record_property):
+    """Jitted stage3 against stage2 from the same weights: the same losses step for step (float32
+    reduction-order noise), then the median step time of each, timed in its own block."""
+    ours, weights = stage2_stepper()
+    lazy = stage3_stepper(weights)
+    for _ in range(3):  # stage3: eager, capture, first replay
+        assert lazy() == pytest.approx(ours(), rel=1e-4)
+    med = {}
+    for name, step in (("stage2", ours), ("stage3", lazy)):
+        times = []
+        for _ in range(10):
+            start = time.perf_counter()
+            step()
+            times.append(time.perf_counter() - start)
+        med[name] = statistics.median(times)
+    ratio = med["stage3"] / med["stage2"]
+    print(f"\nnanoGPT CPU step: stage2 {med['stage2'] * 1e3:.1f} ms, stage3 jitted {med['stage3'] * 1e3:.1f} ms, "
+          f"ratio {ratio:.2f}x (the stage3 speed issue's goal: <= 0.8x)")
+    record_property("stage3_ms", med["stage3"] * 1e3)
+    record_property("stage3_over_stage2", ratio)
 
 
 def _rss_mb() -> float:
