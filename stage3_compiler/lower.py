@@ -20,9 +20,11 @@ from typing import Any
 from .dtype import DType, dtypes
 from .lazy import LazyBuffer, numel
 from .ops import IR_ELEMENTWISE, Ops
+from .opts import Opt, apply_opts, heuristic_opts
 from .runtime import wide_vector_registers
 from .schedule import ScheduleItem
 from .symbolic import Node, Num, Var, render
+from .threads import get_num_threads
 
 
 @dataclass(eq=False)
@@ -50,6 +52,9 @@ class Kernel:
     reduce_shape: tuple[int, ...] = field(default=())
     upcast: int = 1  # output entries one pass of the loops computes (see upcast_axis)
     outputs: int = 1  # buffers the kernel writes: the first ones of `buffers`
+    opts: tuple = ()  # the options (opts.py) its loops were shaped by
+    threads: int = 1  # THREAD: OpenMP threads sharing its first `thread_loops` loops
+    thread_loops: int = 0
 
 
 IDENTITY = {Ops.REDUCE_ADD: 0, Ops.REDUCE_MUL: 1}
@@ -283,15 +288,37 @@ def broadcast(v: LazyBuffer, axis: int) -> bool:
     return not v.is_base and v.st.views[-1].strides[axis] == 0
 
 
-def lower(item: ScheduleItem, stored: set[int]) -> Kernel:
+def lower(item: ScheduleItem, stored: set[int], opts: tuple[Opt, ...] | None = None) -> Kernel:
+    """The kernel's UOps, its loops shaped by `opts` (opts.py; None: the heuristic ones)."""
     root = item.root
+    if opts is None:
+        opts = heuristic_opts(item, root.device, get_num_threads())
+    plan = apply_opts(item, opts, root.device)
     L = Lowerer(item, stored)
     out_bufs = [L.global_of(o) for o in item.outputs]
-    ups = upcast_axes(item)
-    loop_sizes = [n // ups.get(d, 1) for d, n in enumerate(root.shape)]
-    gidx = [Num(0) if n == 1 else Var(f"gidx{d}", 0, n - 1) for d, n in enumerate(loop_sizes)]
-    ranges = [L.emit("RANGE", dtypes.int64, arg=(g.name, n)) for g, n in zip(gidx, loop_sizes, strict=True)
-              if isinstance(g, Var)]
+    ups = plan.upcast
+    loop_sizes = plan.loop_sizes(root.shape)
+    # A blocked axis loops over its blocks outermost (bidx), then within a block (gidx).
+    ranges = []
+    blocks = {}
+    for d in sorted(plan.block):
+        blocks[d] = Var(f"bidx{d}", 0, loop_sizes[d] // plan.block[d] - 1)
+        ranges.append(L.emit("RANGE", dtypes.int64, arg=(blocks[d].name, loop_sizes[d] // plan.block[d])))
+    gidx: list[Node] = []
+    for d, n in enumerate(loop_sizes):
+        inner = plan.block.get(d, n)
+        g: Node = Num(0) if inner == 1 else Var(f"gidx{d}", 0, inner - 1)
+        if isinstance(g, Var):
+            ranges.append(L.emit("RANGE", dtypes.int64, arg=(g.name, inner)))
+        gidx.append(blocks[d] * inner + g if d in blocks else g)
+    # THREAD: OpenMP shares the first loops (collapsed into one) among the threads
+    thread_loops = 0
+    if plan.threads > 1:
+        passes = 1
+        for r in ranges:
+            thread_loops, passes = thread_loops + 1, passes * r.arg[1]
+            if passes >= 4 * plan.threads:
+                break
     # the output indices of each entry one pass computes (one lane when not upcast)
     lanes = [list(gidx)]
     for axis, u in reversed(ups.items()):  # the first upcast axis varies fastest: its lanes sit side by side
@@ -307,20 +334,27 @@ def lower(item: ScheduleItem, stored: set[int]) -> Kernel:
         if 0 in src_shape:  # an empty reduction: the identity, and no loop to write
             reduce_shape = ()
         else:
-            inner, rvars = [], {}
+            inner_loops, rvars = [], {}
             for d, n in enumerate(src_shape):
                 if d in axes and n != 1:
-                    rvars[d] = Var(f"ridx{d}", 0, n - 1)
-                    inner.append(L.emit("RANGE", dtypes.int64, arg=(rvars[d].name, n)))
+                    steps = n // plan.unroll.get(d, 1)  # UNROLL: the loop takes that many terms a pass
+                    rvars[d] = Var(f"ridx{d}", 0, steps - 1) if steps > 1 else Num(0)
+                    if steps > 1:
+                        inner_loops.append(L.emit("RANGE", dtypes.int64, arg=(rvars[d].name, steps)))
+            unrolled = next(iter(plan.unroll.items()), None)
             out_shape = item.reduce.shape
-            for lane, idx in zip(accs, lanes, strict=True):
-                if out_shape != root.shape:  # the reader reads the reduction reshaped: same order, other dims
-                    idx = unflatten(flat_index(idx, root.shape), out_shape)
-                idxs = [rvars.get(d, Num(0) if d in axes else idx[d]) for d in range(len(src_shape))]
-                for r in item.reduces:
-                    L.emit("UPDATE", r.dtype, (lane[id(r)], L.view(r.srcs[0], idxs)), r.op)
-                    L.alu_count += 1
-            for _ in inner:
+            for j in range(unrolled[1] if unrolled else 1):
+                for lane, idx in zip(accs, lanes, strict=True):
+                    if out_shape != root.shape:  # the reader reads the reduction reshaped: same order, other dims
+                        idx = unflatten(flat_index(idx, root.shape), out_shape)
+                    idxs = [rvars.get(d, Num(0) if d in axes else idx[d]) for d in range(len(src_shape))]
+                    if unrolled:
+                        d, u = unrolled
+                        idxs[d] = idxs[d] * u + j
+                    for r in item.reduces:
+                        L.emit("UPDATE", r.dtype, (lane[id(r)], L.view(r.srcs[0], idxs)), r.op)
+                        L.alu_count += 1
+            for _ in inner_loops:
                 L.emit("ENDRANGE", None)
         L.cache.clear()  # values inside the loop belong to its scope
     for lane, idx in zip(accs, lanes, strict=True):
@@ -333,8 +367,11 @@ def lower(item: ScheduleItem, stored: set[int]) -> Kernel:
     kind = "r" if item.reduce is not None else "E"
     name = "_".join([kind, *(str(n) for n in root.shape)] + [f"R{n}" for n in reduce_shape])
     name += f"_U{'x'.join(str(u) for u in ups.values())}" if ups else ""
+    name += "".join(f"_UR{u}" for u in plan.unroll.values())
+    name += "".join(f"_B{b}" for b in plan.block.values())
+    name += f"_T{plan.threads}" if plan.threads > 1 else ""
     name += f"_O{len(item.outputs)}" if item.also else ""  # several outputs (schedule.merge_outputs)
     if item.reduce is not None and 0 in item.reduce.srcs[0].shape:
         name += "_empty"
     return Kernel(name, root.shape, L.uops, L.buffers, L.alu_count // upcast, reduce_shape, upcast,
-                  len(item.outputs))
+                  len(item.outputs), tuple(opts), plan.threads, thread_loops)

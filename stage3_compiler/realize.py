@@ -16,13 +16,14 @@ import os
 import time
 from dataclasses import dataclass, replace
 
-from . import debug, jit
+from . import debug, jit, search
 from .device import buffer_class
 from .lazy import LazyBuffer, numel
 from .lower import Kernel, lower, structure
 from .ops import Ops
 from .runtime import CompileError
 from .schedule import ScheduleItem, create_schedule
+from .threads import get_num_threads
 
 
 class GlobalCounters:
@@ -53,10 +54,68 @@ class CompiledKernel:
     slots: list[int]
 
 
-KERNELS: dict[tuple, CompiledKernel] = {}
+KERNELS: dict[tuple, CompiledKernel] = {}  # by (structure, thread setting, BEAM width)
 
 
-def run_item(item: ScheduleItem, stored: set[int]) -> None:
+def device_kernels(device: str):
+    """A device's renderer, compiler and launcher (the `kernels` of its Buffers), before any buffer exists."""
+    if device == "CPU":
+        from .runtime import host_kernels
+
+        return host_kernels
+    from .cuda.runtime import runtime
+
+    return runtime("realize")
+
+
+def kernel_key(key: tuple) -> tuple:
+    """What picks a kernel's options besides its structure: the thread setting and BEAM."""
+    return key, get_num_threads(), search.beam_width()
+
+
+def prepare(items: list[ScheduleItem], stored: set[int]) -> list[tuple]:
+    """Lower and render every kernel of a schedule that was not compiled before, and compile them
+    together (runtime.compile_kernels: one file per core, in parallel). Under BEAM a kernel whose
+    search is not on disk yet is left for run_item: the search times it on the real buffers.
+    Returns each item's (key, loaded inputs) for run_item."""
+    todo: dict[tuple, tuple] = {}
+    keys: list[tuple | None] = []
+    for item in items:
+        if numel(item.root.shape) == 0:
+            keys.append(None)
+            continue
+        key, inputs = structure(item, stored)
+        full = kernel_key(key)
+        keys.append((full, inputs))
+        if full in KERNELS or full in todo:
+            continue
+        device = device_kernels(item.root.device)
+        opts = search.cached_opts(item, stored, device) if search.beam_width() else None
+        if search.beam_width() and opts is None:
+            continue
+        kernel = lower(item, stored, opts)
+        todo[full] = (item, inputs, kernel, device.renderer.render(kernel), device)
+    by_device: dict[int, list[tuple]] = {}
+    for full, entry in todo.items():
+        by_device.setdefault(id(entry[4]), []).append((full, *entry))
+    for group in by_device.values():
+        device = group[0][5]
+        try:
+            fns = device.compile_many([(source, kernel.name) for _, _, _, kernel, source, _ in group])
+        except CompileError as err:  # debug.py: say which kernel, its UOps and the user's line that built it
+            _, item, _, kernel, _, _ = next((g for g in group if g[4] == getattr(err, "source", None)), group[0])
+            raise debug.compile_error(err, kernel, item.root, stored) from err
+        for (full, _, inputs, kernel, source, _), fn in zip(group, fns, strict=True):
+            KERNELS[full] = compiled_kernel(kernel, source, fn, inputs)
+    return keys
+
+
+def compiled_kernel(kernel: Kernel, source: str, fn, inputs: list[LazyBuffer]) -> CompiledKernel:
+    slots = [next(i for i, b in enumerate(inputs) if b is buf) for buf in kernel.buffers[kernel.outputs:]]
+    return CompiledKernel(replace(kernel, buffers=[]), source, fn, slots)
+
+
+def run_item(item: ScheduleItem, stored: set[int], keyed: tuple | None = None) -> None:
     root = item.root
     new = []
     for out in item.outputs:  # a new buffer, or the memory an assign writes in place (schedule.place_in_memory)
@@ -71,17 +130,20 @@ def run_item(item: ScheduleItem, stored: set[int]) -> None:
     device = root.buffer.kernels
     if numel(root.shape) == 0:
         return
-    key, inputs = structure(item, stored)
-    compiled = KERNELS.get(key)
-    if compiled is None:  # first sight of this structure: lower, render, compile (or find it on disk)
-        kernel = lower(item, stored)
+    if keyed is None:
+        key, inputs = structure(item, stored)
+        keyed = kernel_key(key), inputs
+    full, inputs = keyed
+    compiled = KERNELS.get(full)
+    if compiled is None:  # BEAM's first sight of this kernel: search on the real buffers, keep the winner
+        opts = search.beam_search(item, stored, device, inputs) if search.beam_width() else None
+        kernel = lower(item, stored, opts)
         source = device.renderer.render(kernel)
         try:
             fn = device.compile(source, kernel.name)
         except CompileError as err:  # debug.py: say which kernel, its UOps and the user's line that built it
             raise debug.compile_error(err, kernel, root, stored) from err
-        slots = [next(i for i, b in enumerate(inputs) if b is buf) for buf in kernel.buffers[kernel.outputs:]]
-        compiled = KERNELS[key] = CompiledKernel(replace(kernel, buffers=[]), source, fn, slots)
+        compiled = KERNELS[full] = compiled_kernel(kernel, source, fn, inputs)
     kernel = replace(compiled.kernel, buffers=[*item.outputs, *(inputs[i] for i in compiled.slots)])
     source, fn = compiled.source, compiled.fn
     buffers = [b.base.buffer for b in kernel.buffers]
@@ -102,7 +164,7 @@ def run_item(item: ScheduleItem, stored: set[int]) -> None:
     if level >= 2:
         gflops, gbs = kernel.ops * iterations / max(elapsed, 1e-9) / 1e9, nbytes / max(elapsed, 1e-9) / 1e9
         print(f"*** {GlobalCounters.kernel_count:4d} {kernel.name:<40} {elapsed * 1e6:9.1f} us "
-              f"{gflops:8.2f} GFLOP/s {gbs:8.2f} GB/s")
+              f"{gflops:8.2f} GFLOP/s {gbs:8.2f} GB/s  {' '.join(str(o) for o in kernel.opts)}")
     if level >= 3:
         print("\n".join(repr(u) for u in kernel.uops))
     if level >= 4:
@@ -115,8 +177,8 @@ def realize(outs: list[LazyBuffer]) -> None:
     items = create_schedule(outs)
     stored = {id(out) for item in items for out in item.outputs}
     start, count = time.perf_counter(), GlobalCounters.kernel_count
-    for item in items:
-        run_item(item, stored)
+    for item, keyed in zip(items, prepare(items, stored), strict=True):
+        run_item(item, stored, keyed)
     if debug.enabled("GRAPH"):  # debug.py: before the computed bases forget their sources
         debug.write_graphs(outs, items, stored)
     for out in (out for item in items for out in item.outputs):

@@ -27,7 +27,9 @@ LIBM = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SQRT: "sqrt", Ops.SIN: "sin"}
 # kernel runs 13x faster. 2**x = 2**n * 2**f with n = round(x) and f in [-0.5, 0.5]; 2**f by its
 # Taylor series to degree 7 in double (error below 1e-8); 2**n as two power-of-two factors, so the
 # subnormal results round once and 2**128 overflows to inf as it should.
-EXP2F = r"""static inline float sitp_exp2f(float x) {
+EXP2F = r"""#ifndef SITP_EXP2F
+#define SITP_EXP2F
+static inline float sitp_exp2f(float x) {
   float c = x != x ? 0.0f : x < -151.0f ? -151.0f : x > 129.0f ? 129.0f : x;
   float n = (c + 0x1.8p23f) - 0x1.8p23f;
   double f = (double)(c - n);
@@ -38,13 +40,15 @@ EXP2F = r"""static inline float sitp_exp2f(float x) {
   union { unsigned int u; float f; } s1 = {(unsigned int)(n1 + 127) << 23}, s2 = {(unsigned int)(n2 + 127) << 23};
   float r = ((float)p * s1.f) * s2.f;
   return x != x ? x : r;
-}"""
+}
+#endif"""
 
 
 class CRenderer:
     kernel_prefix = ""
     exp2f = "sitp_exp2f"  # float32 EXP2: our own (EXP2F below), which the C compiler can vectorize
     loop_indent = "  "
+    gcc_pragmas = True  # the SLP setting below (a GPU renderer keeps only the kernel itself)
 
     def ctype(self, dtype: DType) -> str:
         return CTYPES[dtype.name]
@@ -138,17 +142,25 @@ class CRenderer:
                                    for u in kernel.uops)
         # An upcast kernel's lanes are vectorized as one block (gcc's SLP); left on, gcc's loop
         # vectorizer vectorizes the reduction loop instead, across strided loads: a matmul's
-        # backward ran 10x slower that way. (Other compilers ignore the pragma.)
-        slp = ['#pragma GCC optimize ("no-tree-loop-vectorize")'] if kernel.upcast > 1 else []
-        lines = ["#include <math.h>", *slp, *([EXP2F] if exp2f else []), self.signature(kernel) + " {"]
+        # backward ran 10x slower that way. (Other compilers ignore the pragmas.) push/pop keep
+        # the setting to this kernel when several share one file (runtime.compile_kernels).
+        slp = kernel.upcast > 1 and self.gcc_pragmas
+        lines = ["#include <math.h>", *(["#pragma GCC push_options", '#pragma GCC optimize ("no-tree-loop-vectorize")']
+                                        if slp else []),
+                 *([EXP2F] if exp2f else []), self.signature(kernel) + " {"]
         depth = 1
         names: dict[int, str] = {}
+        ranges = 0
         for u in kernel.uops:
             pad = "  " * depth
             if u.op == "GLOBAL":
                 names[id(u)] = f"data{u.arg}"
             elif u.op == "RANGE":
                 var, n = u.arg
+                if ranges == 0 and kernel.threads > 1:  # THREAD: the first loops, shared by OpenMP's threads
+                    lines.append(f"{pad}#pragma omp parallel for collapse({kernel.thread_loops}) "
+                                 f"num_threads({kernel.threads}) schedule(static)")
+                ranges += 1
                 lines.append(f"{pad}for (long long {var} = 0; {var} < {n}; {var}++) {{")
                 depth += 1
             elif u.op == "ENDRANGE":
@@ -182,4 +194,6 @@ class CRenderer:
             else:
                 raise NotImplementedError(f"render: unknown UOp {u.op}")
         lines.append("}")
+        if slp:
+            lines.append("#pragma GCC pop_options")
         return "\n".join(lines) + "\n"

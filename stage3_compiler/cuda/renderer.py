@@ -69,6 +69,7 @@ def index_lines(loops: list[tuple[str, int]], pad: str) -> list[str]:
 
 class CUDARenderer(CRenderer):
     kernel_prefix = 'extern "C" __global__ '
+    gcc_pragmas = False
     exp2f = ""  # CUDA's own exp2f: the device library's, already a formula the GPU runs per thread
 
     def _literal(self, value, dtype: DType) -> str:

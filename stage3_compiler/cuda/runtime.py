@@ -69,6 +69,10 @@ class Runtime:
             self._functions[(source, name)] = fn
         return fn
 
+    def compile_many(self, kernels: list[tuple[str, str]]) -> list:
+        """NVRTC compiles in-process and fast: one at a time."""
+        return [self.compile(source, name) for source, name in kernels]
+
     def launch(self, fn, kernel: Kernel, buffers: list) -> None:
         """Run a rendered kernel over its output: buffers in the kernel's argument order (output first)."""
         self._launch(fn, output_size(kernel), [np.uint64(b.address) for b in buffers])

@@ -1,0 +1,156 @@
+"""Kernel optimizations: named options that reshape a kernel's loops before it is lowered.
+
+A kernel (one ScheduleItem) loops over its output's shape, and a reduce kernel runs an inner loop
+nest over the reduced axes. None of the options below changes what is computed or in which order
+each output's sum is folded, so every choice gives the same bits; they change which values sit in
+registers, which loop runs on which thread, and what stays in cache:
+
+- UPCAST(axis, n): one pass of the loops computes n neighbouring outputs along an output axis.
+  Each has its own accumulator (n independent add chains the CPU overlaps, and the C compiler packs
+  into vector lanes), and a load that does not vary along that axis is made once for all n. UPCAST
+  on both output axes of a matmul is its register tile: the GEMM microkernel.
+- UNROLL(axis, n): the reduce loop over `axis` takes n steps a pass, written out one after another
+  (fewer loop branches, and loads the compiler can schedule ahead).
+- BLOCK(axis, n): the output loop over `axis` is cut into blocks of n passes and the loop over the
+  blocks moves outermost, so what one block reads (a matmul's panel of B) stays in cache while
+  every row uses it. On a GPU, LOCAL plays this part with shared memory.
+- THREAD(0, n): the outermost output loops are split across n threads (OpenMP), n being the stage's
+  thread setting (threads.py) unless a search tries another.
+- LOCAL and GROUP (GPU block tiles in shared memory, split reductions) are named here but not built:
+  the GPU kernels keep their one grid-stride loop (cuda/renderer.py).
+
+`heuristic_opts` picks options by hand-written rules (what `realize` uses unless BEAM is set);
+`search.py` measures candidates instead. `apply_opts` checks a list and turns it into the loop plan
+`lower.lower` follows, raising OptError for an option that does not fit the kernel.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .lazy import numel
+from .schedule import ScheduleItem
+
+OPT_NAMES = ("UPCAST", "UNROLL", "BLOCK", "THREAD", "LOCAL", "GROUP")
+MAX_LANES = 256  # outputs one pass of the loops may compute (UPCAST amounts multiplied)
+MAX_UNROLL = 32
+THREAD_MIN_WORK = 1 << 15  # output entries x reduction steps below which a kernel stays on one thread
+
+
+class OptError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Opt:
+    op: str
+    axis: int
+    amount: int
+
+    def __post_init__(self):
+        if self.op not in OPT_NAMES:
+            raise OptError(f"Opt: unknown option {self.op!r}, expected one of {', '.join(OPT_NAMES)}")
+
+    def __str__(self) -> str:
+        return f"{self.op}({self.axis},{self.amount})"
+
+
+@dataclass
+class LoopPlan:
+    """What lower.lower does with a kernel's loops."""
+
+    upcast: dict[int, int] = field(default_factory=dict)  # output axis -> lanes (first listed varies fastest)
+    unroll: dict[int, int] = field(default_factory=dict)  # reduce source axis -> steps a pass
+    block: dict[int, int] = field(default_factory=dict)  # output axis -> passes of its loop a block holds
+    threads: int = 1
+
+    def loop_sizes(self, shape: tuple[int, ...]) -> list[int]:
+        """Each output axis's loop length (in passes) once the upcast lanes are taken out."""
+        return [n // self.upcast.get(d, 1) for d, n in enumerate(shape)]
+
+
+def reduce_axes(item: ScheduleItem) -> tuple[int, ...]:
+    """The reduction's axes of its source that the inner loops run over (size > 1)."""
+    r = item.reduce
+    if r is None:
+        return ()
+    src = r.srcs[0].shape
+    return tuple(d for d in r.arg if src[d] > 1)
+
+
+def apply_opts(item: ScheduleItem, opts: tuple[Opt, ...] | list[Opt], device: str = "CPU") -> LoopPlan:
+    plan = LoopPlan()
+    shape = item.root.shape
+    where = f"kernel of shape {shape}"
+    for opt in opts:
+        if opt.op in ("LOCAL", "GROUP"):
+            raise OptError(f"{opt}: LOCAL and GROUP (GPU shared-memory tiles, split reductions) are not built")
+        if opt.amount < 2:
+            raise OptError(f"{opt}: the amount must be at least 2 ({where})")
+        if opt.op == "THREAD":
+            if device != "CPU":
+                raise OptError(f"{opt}: THREAD splits a CPU kernel's loops; a {device} kernel has its grid")
+            if plan.threads > 1:
+                raise OptError(f"{opt}: the kernel is threaded already ({where})")
+            plan.threads = opt.amount
+        elif opt.op == "UNROLL":
+            src = item.reduce.srcs[0].shape if item.reduce is not None else ()
+            # the innermost reduce loop only: each sum then folds its terms in the same order
+            if not reduce_axes(item) or opt.axis != reduce_axes(item)[-1]:
+                raise OptError(f"{opt}: axis {opt.axis} is not the innermost reduced axis of "
+                               f"{src or 'this kernel'} ({where})")
+            steps = plan.unroll.get(opt.axis, 1) * opt.amount
+            if src[opt.axis] % steps or steps > MAX_UNROLL:
+                raise OptError(f"{opt}: {steps} steps a pass do not divide the reduce axis of {src[opt.axis]} "
+                               f"or exceed {MAX_UNROLL} ({where})")
+            plan.unroll[opt.axis] = steps
+        else:
+            if not 0 <= opt.axis < len(shape):
+                raise OptError(f"{opt}: axis {opt.axis} is outside the output's {len(shape)} axes ({where})")
+            if opt.op == "UPCAST":
+                lanes = plan.upcast.get(opt.axis, 1) * opt.amount
+                if shape[opt.axis] % lanes or math.prod(plan.upcast.values()) * opt.amount > MAX_LANES:
+                    raise OptError(f"{opt}: {lanes} lanes do not divide axis {opt.axis} of {shape} "
+                                   f"or exceed {MAX_LANES} in all ({where})")
+                plan.upcast[opt.axis] = lanes
+            else:  # BLOCK
+                if device != "CPU":
+                    raise OptError(f"{opt}: BLOCK reorders a CPU kernel's loops; a {device} kernel has one")
+                if opt.axis in plan.block:
+                    raise OptError(f"{opt}: axis {opt.axis} is blocked already ({where})")
+                plan.block[opt.axis] = opt.amount
+    sizes = plan.loop_sizes(shape)
+    for axis, b in plan.block.items():
+        if sizes[axis] % b or b >= sizes[axis]:
+            raise OptError(f"BLOCK({axis},{b}): a block of {b} passes must divide the loop of {sizes[axis]} "
+                           f"passes and be shorter ({where})")
+    if plan.threads > 1 and math.prod(sizes) < plan.threads:
+        raise OptError(f"THREAD(0,{plan.threads}): the kernel's loops make {math.prod(sizes)} passes, "
+                       f"fewer than its threads ({where})")
+    return plan
+
+
+def heuristic_opts(item: ScheduleItem, device: str, threads: int) -> tuple[Opt, ...]:
+    """The options realize uses without BEAM: a matmul's register tile or a reduction's upcast
+    (lower.upcast_axes), a cache block for a matmul whose B panel would not stay in cache, and
+    THREAD for a kernel with enough work to pay for waking the other threads."""
+    from .lower import upcast_axes  # lower.py imports this module
+
+    opts = [Opt("UPCAST", axis, u) for axis, u in upcast_axes(item).items()]
+    plan = apply_opts(item, opts, device)
+    if device != "CPU":
+        return tuple(opts)
+    sizes = plan.loop_sizes(item.root.shape)
+    steps = numel(item.reduce.srcs[0].shape) // max(numel(item.reduce.shape), 1) if item.reduce is not None else 1
+    if len(plan.upcast) == 2 and len(sizes) >= 2:  # a matmul tile: keep a K x block panel of B near 256 KiB
+        cols_axis = next(iter(plan.upcast))
+        lanes = plan.upcast[cols_axis]
+        fit = max(1, (256 << 10) // (4 * steps * lanes))
+        block = next((b for b in (64, 32, 16, 8, 4, 2)
+                      if b <= fit and sizes[cols_axis] % b == 0 and b < sizes[cols_axis]), None)
+        if block is not None and steps * sizes[cols_axis] * lanes * 4 > (512 << 10):
+            opts.append(Opt("BLOCK", cols_axis, block))
+    if threads > 1 and numel(item.root.shape) * steps >= THREAD_MIN_WORK and math.prod(sizes) >= threads:
+        opts.append(Opt("THREAD", 0, threads))
+    return tuple(opts)

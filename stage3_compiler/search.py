@@ -1,0 +1,189 @@
+"""BEAM search: pick a kernel's options (opts.py) by timing them, not by rule.
+
+With `BEAM=n` set, the first time a kernel is met its options are searched on the real input
+buffers (the outputs go to scratch buffers, so nothing the program holds is written):
+
+- round 0 times no options and the heuristic ones (opts.heuristic_opts);
+- each round extends every one of the n best lists found so far by one more option (every UPCAST,
+  UNROLL, BLOCK and THREAD that fits the kernel), drops the ones that render to a source already
+  timed, compiles the rest together (runtime.compile_kernels: one file per core, in parallel) and
+  times each: the least of 3 runs, stopping after one run when that one is 3x the best so far;
+- it stops after two rounds in a row find nothing 1% faster, or when the kernel's budget (`BEAM_BUDGET`
+  seconds, default 30) is spent.
+
+The winner is written to disk (under `$SITP_CACHE/stage3/beam`) by a hash of the kernel's
+unoptimized source, the device, the compiler and CPU, and the thread setting: a second run of the
+same program searches nothing. Every option keeps each output's sum in the same order, so the
+winner computes the same bits as the heuristic kernel. `STATS` sums what the searches cost.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass
+
+from .lazy import LazyBuffer, numel
+from .lower import lower
+from .opts import Opt, OptError, apply_opts, heuristic_opts, reduce_axes
+from .runtime import cache_dir, machine_key
+from .schedule import ScheduleItem
+from .threads import get_num_threads
+
+RUNS = 3
+EARLY_STOP = 3.0  # a first run this many times the best so far is not run again
+MIN_GAIN = 0.99  # a round that does not beat the best by 1% is idle
+PATIENCE = 2  # idle rounds in a row that end the search (an option can pay only with the next one)
+
+
+def beam_width() -> int:
+    raw = os.environ.get("BEAM", "0").strip() or "0"
+    try:
+        width = int(raw)
+    except ValueError:
+        raise ValueError(f"BEAM must be a non-negative int (the beam's width), got {raw!r}") from None
+    if width < 0:
+        raise ValueError(f"BEAM must be a non-negative int (the beam's width), got {raw!r}")
+    return width
+
+
+def budget_s() -> float:
+    return float(os.environ.get("BEAM_BUDGET", "30"))
+
+
+@dataclass
+class SearchStats:
+    kernels: int = 0  # kernels searched (not found on disk)
+    candidates: int = 0  # option lists timed
+    seconds: float = 0.0  # wall time searching (compiles and runs)
+    cached: int = 0  # kernels whose winner came from disk
+
+
+STATS = SearchStats()
+
+
+def search_key(item: ScheduleItem, stored: set[int], device) -> str:
+    """The disk key of a kernel's search: its source without options, where and how it runs."""
+    source = device.renderer.render(lower(item, stored, ()))
+    where = f"{item.root.device}|{type(device.renderer).__name__}|{machine_key()}|threads={get_num_threads()}"
+    return hashlib.sha256((source + where).encode()).hexdigest()[:24]
+
+
+def cache_path(key: str):
+    return cache_dir() / "beam" / f"{key}.json"
+
+
+def cached_opts(item: ScheduleItem, stored: set[int], device) -> tuple[Opt, ...] | None:
+    """The options an earlier search picked for this kernel, or None."""
+    path = cache_path(search_key(item, stored, device))
+    if not path.exists():
+        return None
+    try:
+        opts = tuple(Opt(*o) for o in json.loads(path.read_text())["opts"])
+        apply_opts(item, opts, item.root.device)
+    except (ValueError, KeyError, TypeError):  # written by another version: search again
+        return None
+    STATS.cached += 1
+    return opts
+
+
+def actions(item: ScheduleItem, device: str) -> list[Opt]:
+    """Every single option a search may add (apply_opts says which fit a given list)."""
+    out = [Opt("UPCAST", axis, amount) for axis, n in enumerate(item.root.shape) if n > 1
+           for amount in (2, 4, 8, 16)]
+    if reduce_axes(item):
+        out += [Opt("UNROLL", reduce_axes(item)[-1], amount) for amount in (2, 4, 8)]
+    if device == "CPU":
+        out += [Opt("BLOCK", axis, amount) for axis, n in enumerate(item.root.shape) if n > 1
+                for amount in (4, 8, 16, 32, 64)]
+        if get_num_threads() > 1:
+            out.append(Opt("THREAD", 0, get_num_threads()))
+    return out
+
+
+def fits(item: ScheduleItem, opts: tuple[Opt, ...]) -> bool:
+    try:
+        apply_opts(item, opts, item.root.device)
+    except OptError:
+        return False
+    return True
+
+
+class Timer:
+    """Compiles and times option lists of one kernel on its real inputs and scratch outputs."""
+
+    def __init__(self, item: ScheduleItem, stored: set[int], device, inputs: list[LazyBuffer]):
+        from .device import buffer_class
+
+        self.item, self.stored, self.device, self.inputs = item, stored, device, inputs
+        self.scratch = [buffer_class("beam", o.device)(numel(o.shape) * o.dtype.itemsize) for o in item.outputs]
+        self.sources: set[str] = set()
+        self.best = float("inf")
+        self.sync = getattr(getattr(device, "backend", None), "synchronize", lambda: None)
+
+    def time(self, candidates: list[tuple[Opt, ...]]) -> dict[tuple[Opt, ...], float]:
+        lowered = []
+        for opts in candidates:
+            kernel = lower(self.item, self.stored, opts)
+            source = self.device.renderer.render(kernel)
+            if source not in self.sources:  # two lists that render alike are timed once
+                self.sources.add(source)
+                lowered.append((opts, kernel, source))
+        fns = self.device.compile_many([(source, kernel.name) for _, kernel, source in lowered])
+        times = {}
+        for (opts, kernel, _), fn in zip(lowered, fns, strict=True):
+            loaded = {id(b): b for b in self.inputs}
+            buffers = self.scratch + [loaded[id(b)].base.buffer for b in kernel.buffers[kernel.outputs:]]
+            best = float("inf")
+            for run in range(RUNS):
+                start = time.perf_counter()
+                self.device.launch(fn, kernel, buffers)
+                self.sync()
+                best = min(best, time.perf_counter() - start)
+                if run == 0 and best > EARLY_STOP * self.best:
+                    break
+            times[opts] = best
+            self.best = min(self.best, best)
+        return times
+
+
+def beam_search(item: ScheduleItem, stored: set[int], device, inputs: list[LazyBuffer]) -> tuple[Opt, ...]:
+    """The fastest option list found for this kernel (see the module's docstring), written to disk."""
+    start = time.perf_counter()
+    width, budget = beam_width(), budget_s()
+    key = search_key(item, stored, device)
+    timer = Timer(item, stored, device, inputs)
+    heuristic = heuristic_opts(item, item.root.device, get_num_threads())
+    timed = timer.time(list(dict.fromkeys([heuristic, ()])))
+    steps = actions(item, item.root.device)
+    beam = sorted(timed, key=timed.get)[:width]
+    idle = 0  # rounds in a row that found nothing faster
+    while time.perf_counter() - start < budget and idle < PATIENCE:
+        best_before = min(timed.values())
+        grown = [opts + (a,) for opts in beam for a in steps if fits(item, opts + (a,))]
+        grown = [opts for opts in dict.fromkeys(grown) if opts not in timed]
+        if not grown:
+            break
+        timed.update(timer.time(grown))
+        beam = sorted(timed, key=timed.get)[:width]
+        idle = idle + 1 if min(timed.values()) > MIN_GAIN * best_before else 0
+    winner = min(timed, key=timed.get)
+    seconds = time.perf_counter() - start
+    STATS.kernels += 1
+    STATS.candidates += len(timed)
+    STATS.seconds += seconds
+    path = cache_path(key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = {"opts": [[o.op, o.axis, o.amount] for o in winner], "us": timed[winner] * 1e6,
+              "heuristic_us": timed[heuristic] * 1e6 if heuristic in timed else None,
+              "candidates": len(timed), "seconds": seconds}
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(record))
+    os.replace(tmp, path)
+    if int(os.environ.get("DEBUG", "0") or 0) >= 1:
+        print(f"BEAM {width}: {len(timed)} candidates in {seconds:.2f} s: "
+              f"{' '.join(map(str, winner)) or '(no options)'} {timed[winner] * 1e6:.1f} us "
+              f"(heuristic {record['heuristic_us'] or float('nan'):.1f} us)")
+    return winner
