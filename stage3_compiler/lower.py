@@ -53,8 +53,7 @@ class Kernel:
     upcast: int = 1  # output entries one pass of the loops computes (see upcast_axis)
     outputs: int = 1  # buffers the kernel writes: the first ones of `buffers`
     opts: tuple = ()  # the options (opts.py) its loops were shaped by
-    threads: int = 1  # THREAD: OpenMP threads sharing its first `thread_loops` loops
-    thread_loops: int = 0
+    threads: int = 1  # THREAD: OpenMP threads, each running a slice of the outermost loop
 
 
 IDENTITY = {Ops.REDUCE_ADD: 0, Ops.REDUCE_MUL: 1}
@@ -311,14 +310,6 @@ def lower(item: ScheduleItem, stored: set[int], opts: tuple[Opt, ...] | None = N
         if isinstance(g, Var):
             ranges.append(L.emit("RANGE", dtypes.int64, arg=(g.name, inner)))
         gidx.append(blocks[d] * inner + g if d in blocks else g)
-    # THREAD: OpenMP shares the first loops (collapsed into one) among the threads
-    thread_loops = 0
-    if plan.threads > 1:
-        passes = 1
-        for r in ranges:
-            thread_loops, passes = thread_loops + 1, passes * r.arg[1]
-            if passes >= 4 * plan.threads:
-                break
     # the output indices of each entry one pass computes (one lane when not upcast)
     lanes = [list(gidx)]
     for axis, u in reversed(ups.items()):  # the first upcast axis varies fastest: its lanes sit side by side
@@ -374,4 +365,4 @@ def lower(item: ScheduleItem, stored: set[int], opts: tuple[Opt, ...] | None = N
     if item.reduce is not None and 0 in item.reduce.srcs[0].shape:
         name += "_empty"
     return Kernel(name, root.shape, L.uops, L.buffers, L.alu_count // upcast, reduce_shape, upcast,
-                  len(item.outputs), tuple(opts), plan.threads, thread_loops)
+                  len(item.outputs), tuple(opts), plan.threads)

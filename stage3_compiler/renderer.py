@@ -29,7 +29,7 @@ LIBM = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SQRT: "sqrt", Ops.SIN: "sin"}
 # subnormal results round once and 2**128 overflows to inf as it should.
 EXP2F = r"""#ifndef SITP_EXP2F
 #define SITP_EXP2F
-static inline float sitp_exp2f(float x) {
+static inline __attribute__((always_inline)) float sitp_exp2f(float x) {
   float c = x != x ? 0.0f : x < -151.0f ? -151.0f : x > 129.0f ? 129.0f : x;
   float n = (c + 0x1.8p23f) - 0x1.8p23f;
   double f = (double)(c - n);
@@ -130,12 +130,26 @@ class CRenderer:
         i = render(flat)
         return f"(({i})<0?0:({i})>{bound}?{bound}:({i}))"  # the C compiler computes i once
 
+    def params(self, kernel: Kernel) -> list[str]:
+        return [f"{'const ' if i >= kernel.outputs else ''}{self.ctype(b.dtype)}* restrict data{i}"
+                for i, b in enumerate(kernel.buffers)]
+
     def signature(self, kernel: Kernel) -> str:
-        args = []
-        for i, b in enumerate(kernel.buffers):
-            const = "const " if i >= kernel.outputs else ""
-            args.append(f"{const}{self.ctype(b.dtype)}* restrict data{i}")
-        return f"{self.kernel_prefix}void {kernel.name}({', '.join(args)})"
+        if kernel.threads > 1:  # THREAD: the loops live in the part function, see threaded()
+            return f"static __attribute__((noinline)) void {kernel.name}_part(long long part, " \
+                   f"{', '.join(self.params(kernel))})"
+        return f"{self.kernel_prefix}void {kernel.name}({', '.join(self.params(kernel))})"
+
+    def threaded(self, kernel: Kernel) -> list[str]:
+        """THREAD: the kernel runs its part function once per thread, each taking a slice of the
+        outermost loop. (An OpenMP loop written around the kernel's own loops is outlined into a
+        function that reads the buffers through a struct: their `restrict` is lost, and a matmul
+        tile ran 7x slower so.)"""
+        args = ", ".join(f"data{i}" for i in range(len(kernel.buffers)))
+        return [f"{self.kernel_prefix}void {kernel.name}({', '.join(self.params(kernel))}) {{",
+                f"  #pragma omp parallel for num_threads({kernel.threads}) schedule(static)",
+                f"  for (long long part = 0; part < {kernel.threads}; part++) {kernel.name}_part(part, {args});",
+                "}"]
 
     def render(self, kernel: Kernel) -> str:
         exp2f = self.exp2f and any(u.op == "ALU" and u.arg is Ops.EXP2 and u.dtype is dtypes.float32
@@ -145,9 +159,11 @@ class CRenderer:
         # backward ran 10x slower that way. (Other compilers ignore the pragmas.) push/pop keep
         # the setting to this kernel when several share one file (runtime.compile_kernels).
         slp = kernel.upcast > 1 and self.gcc_pragmas
-        lines = ["#include <math.h>", *(["#pragma GCC push_options", '#pragma GCC optimize ("no-tree-loop-vectorize")']
-                                        if slp else []),
-                 *([EXP2F] if exp2f else []), self.signature(kernel) + " {"]
+        # (sitp_exp2f comes first and is always inlined: gcc does not inline a function compiled
+        # under other optimize settings, and a call in the loop stops its vectorization.)
+        lines = ["#include <math.h>", *([EXP2F] if exp2f else []),
+                 *(["#pragma GCC push_options", '#pragma GCC optimize ("no-tree-loop-vectorize")'] if slp else []),
+                 self.signature(kernel) + " {"]
         depth = 1
         names: dict[int, str] = {}
         ranges = 0
@@ -157,11 +173,11 @@ class CRenderer:
                 names[id(u)] = f"data{u.arg}"
             elif u.op == "RANGE":
                 var, n = u.arg
-                if ranges == 0 and kernel.threads > 1:  # THREAD: the first loops, shared by OpenMP's threads
-                    lines.append(f"{pad}#pragma omp parallel for collapse({kernel.thread_loops}) "
-                                 f"num_threads({kernel.threads}) schedule(static)")
+                start, end = "0", str(n)
+                if ranges == 0 and kernel.threads > 1:  # THREAD: this part's slice of the outermost loop
+                    start, end = f"part*{n}/{kernel.threads}", f"(part+1)*{n}/{kernel.threads}"
                 ranges += 1
-                lines.append(f"{pad}for (long long {var} = 0; {var} < {n}; {var}++) {{")
+                lines.append(f"{pad}for (long long {var} = {start}; {var} < {end}; {var}++) {{")
                 depth += 1
             elif u.op == "ENDRANGE":
                 depth -= 1
@@ -194,6 +210,8 @@ class CRenderer:
             else:
                 raise NotImplementedError(f"render: unknown UOp {u.op}")
         lines.append("}")
+        if kernel.threads > 1:
+            lines += self.threaded(kernel)
         if slp:
             lines.append("#pragma GCC pop_options")
         return "\n".join(lines) + "\n"
