@@ -1,0 +1,177 @@
+"""Kernel options (opts.py), BEAM search (search.py) and compiling a realize's kernels together
+(runtime.compile_kernels): every option list computes the same bits as no options, a list that
+does not fit the kernel is refused by name, the heuristics' choices, a second BEAM run searches
+nothing, and a batch of kernels builds as one library per core."""
+
+import ctypes
+import json
+
+import numpy as np
+import pytest
+
+from .. import Tensor, realize, runtime, search
+from ..dtype import dtypes
+from ..lower import lower
+from ..opts import Opt, OptError, apply_opts, heuristic_opts
+from ..schedule import create_schedule
+from ..threads import get_num_threads, set_num_threads
+
+
+def rand(*shape, seed=0):
+    return Tensor(np.random.default_rng(seed).standard_normal(shape).astype(np.float32))
+
+
+def last_item(t: Tensor):
+    items = create_schedule([t.lazydata])
+    for item in items[:-1]:  # realize what the last kernel reads (a transposed or padded copy)
+        realize.run_item(item, {id(o) for it in items for o in it.outputs})
+    return items[-1], {id(o) for it in items for o in it.outputs}
+
+
+def run_with(item, stored, opts):
+    """The kernel's output with these options, as float32 bits."""
+    device = realize.device_kernels("CPU")
+    kernel = lower(item, stored, tuple(opts))
+    fn = device.compile(device.renderer.render(kernel), kernel.name)
+    out = realize.buffer_class("test", "CPU")(4 * int(np.prod(item.root.shape)))
+    device.launch(fn, kernel, [out] + [b.base.buffer for b in kernel.buffers[kernel.outputs:]])
+    return out.to_numpy(0, int(np.prod(item.root.shape)), dtypes.float32).view(np.uint32).copy()
+
+
+MATMUL_OPTS = [
+    [Opt("UPCAST", 1, 4)],
+    [Opt("UPCAST", 0, 8), Opt("UPCAST", 1, 16)],
+    [Opt("UPCAST", 1, 16), Opt("UPCAST", 0, 2), Opt("UPCAST", 0, 2)],  # two on one axis compose
+    [Opt("UNROLL", 2, 4)],
+    [Opt("UPCAST", 1, 16), Opt("UNROLL", 2, 8), Opt("BLOCK", 1, 2)],
+    [Opt("BLOCK", 0, 4), Opt("BLOCK", 1, 8), Opt("THREAD", 0, 2)],
+    [Opt("UPCAST", 1, 16), Opt("UPCAST", 0, 4), Opt("THREAD", 0, 3)],  # 3 threads over 8 passes: uneven slices
+]
+
+
+@pytest.mark.parametrize("opts", MATMUL_OPTS, ids=lambda o: "_".join(map(str, o)))
+def test_every_option_list_computes_the_same_bits(opts):
+    a, b = rand(32, 48), rand(48, 64, seed=1)
+    item, stored = last_item(a @ b)
+    assert run_with(item, stored, opts).tolist() == run_with(item, stored, ()).tolist()
+
+
+def test_options_on_a_reduction_with_a_fused_elementwise_reader():
+    x = rand(6, 40, 24)
+    item, stored = last_item((x.exp() * 2).sum(axis=1).sqrt())  # the sum over 40 sits inside the sqrt's kernel
+    plain = run_with(item, stored, ())
+    for opts in ([Opt("UNROLL", 1, 8)], [Opt("UPCAST", 1, 8), Opt("UNROLL", 1, 5)], [Opt("THREAD", 0, 2)]):
+        assert run_with(item, stored, opts).tolist() == plain.tolist(), opts
+
+
+@pytest.mark.parametrize("opts,message", [
+    ([Opt("UPCAST", 1, 5)], "do not divide"),
+    ([Opt("UPCAST", 0, 8), Opt("UPCAST", 1, 64)], "exceed 256"),
+    ([Opt("UNROLL", 0, 2)], "not the innermost reduced axis"),
+    ([Opt("UNROLL", 2, 5)], "do not divide the reduce axis"),
+    ([Opt("BLOCK", 1, 64)], "must divide the loop"),
+    ([Opt("THREAD", 0, 2), Opt("THREAD", 0, 2)], "threaded already"),
+    ([Opt("UPCAST", 0, 32), Opt("UPCAST", 1, 8), Opt("THREAD", 0, 16)], "fewer than its threads"),
+    ([Opt("LOCAL", 0, 4)], "not built"),
+    ([Opt("UPCAST", 3, 2)], "outside the output's 3 axes"),
+])
+def test_an_option_that_does_not_fit_is_refused_by_name(opts, message):
+    item, _ = last_item(rand(32, 48) @ rand(48, 64, seed=1))
+    with pytest.raises(OptError, match=message):
+        apply_opts(item, opts)
+
+
+def test_an_unknown_option_name_is_refused():
+    with pytest.raises(OptError, match="unknown option 'TILE'"):
+        Opt("TILE", 0, 2)
+
+
+def test_the_gpu_takes_no_cpu_loop_options():
+    item, _ = last_item(rand(32, 48) @ rand(48, 64, seed=1))
+    for opt in (Opt("THREAD", 0, 2), Opt("BLOCK", 0, 2)):
+        with pytest.raises(OptError, match="CUDA"):
+            apply_opts(item, [opt], "CUDA")
+    assert apply_opts(item, [Opt("UPCAST", 1, 8)], "CUDA").upcast == {1: 8}
+
+
+def test_heuristics_tile_a_matmul_and_thread_only_big_kernels():
+    big, _ = last_item(rand(128, 64) @ rand(64, 128, seed=1))
+    opts = heuristic_opts(big, "CPU", 2)
+    assert [o.op for o in opts] == ["UPCAST", "UPCAST", "THREAD"]
+    assert heuristic_opts(big, "CPU", 1)[-1].op == "UPCAST"  # one thread: no THREAD
+    small, _ = last_item(rand(8, 8) + 1)
+    assert heuristic_opts(small, "CPU", 2) == ()  # 64 entries do not pay for waking a thread
+
+
+def test_the_kernel_name_and_debug_line_show_the_options(capsys, monkeypatch):
+    monkeypatch.setenv("DEBUG", "2")
+    a, b = rand(128, 64), rand(64, 128, seed=1)
+    before = get_num_threads()
+    set_num_threads(2)
+    try:
+        (a @ b).realize()
+    finally:
+        set_num_threads(before)
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("***"))
+    assert "_T2" in line and "UPCAST(1,16)" in line and "THREAD(0,2)" in line
+
+
+def test_the_thread_setting_is_honoured():
+    before = get_num_threads()
+    a, b = rand(128, 64), rand(64, 128, seed=1)
+    try:
+        for n in (1, 2, 3):
+            set_num_threads(n)
+            item, stored = last_item(a @ b)
+            kernel = lower(item, stored)
+            assert kernel.threads == n
+            np.testing.assert_allclose((a @ b).numpy(), a.numpy() @ b.numpy(), rtol=1e-5, atol=1e-5)
+    finally:
+        set_num_threads(before)
+
+
+def test_kernels_compile_together_as_one_library_per_core(tmp_path, monkeypatch):
+    monkeypatch.setenv("SITP_CACHE", str(tmp_path))
+    monkeypatch.setattr(runtime, "compile_jobs", lambda: 2)
+    sources = [(f"void twin(float* restrict d) {{ d[0] = {i}.0f; }}\n", "twin") for i in range(5)]  # one name, 5 bodies
+    fns = runtime.compile_kernels(sources)
+    libraries = sorted(p.name for p in (tmp_path / "stage3").glob("batch-*.so"))
+    links = [p for p in (tmp_path / "stage3").glob("twin-*.so")]
+    assert len(libraries) == 2 and len(links) == 5 and all(p.is_symlink() for p in links)
+    out = np.zeros(1, np.float32)
+    for i, fn in enumerate(fns):
+        fn(ctypes.c_void_p(out.ctypes.data))
+        assert out[0] == i  # each name found its own body
+
+
+def test_a_batch_with_a_broken_kernel_names_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("SITP_CACHE", str(tmp_path))
+    good = ("void fine(float* restrict d) { d[0] = 1.0f; }\n", "fine")
+    bad = ("void broken(float* restrict d) { d[0] = nope; }\n", "broken")
+    with pytest.raises(runtime.CompileError, match="kernel broken failed") as err:
+        runtime.compile_kernels([good, bad])
+    assert err.value.source == bad[0]
+
+
+def test_beam_searches_once_then_reads_its_winner_from_disk(tmp_path, monkeypatch):
+    monkeypatch.setenv("SITP_CACHE", str(tmp_path))
+    monkeypatch.setenv("BEAM", "2")
+    monkeypatch.setenv("BEAM_BUDGET", "20")
+    monkeypatch.setattr(realize, "KERNELS", {})
+    a, b = rand(64, 32), rand(32, 64, seed=1)
+    before = search.STATS.kernels, search.STATS.cached
+    np.testing.assert_allclose((a @ b).numpy(), a.numpy() @ b.numpy(), rtol=1e-5, atol=1e-5)
+    assert search.STATS.kernels == before[0] + 1
+    [found] = (tmp_path / "stage3" / "beam").glob("*.json")
+    record = json.loads(found.read_text())
+    assert record["candidates"] > 2 and record["seconds"] > 0
+    monkeypatch.setattr(realize, "KERNELS", {})  # a new process: nothing compiled in memory
+    np.testing.assert_allclose((a @ b).numpy(), a.numpy() @ b.numpy(), rtol=1e-5, atol=1e-5)
+    assert search.STATS.kernels == before[0] + 1 and search.STATS.cached == before[1] + 1
+
+
+def test_beam_must_be_a_width():
+    with pytest.MonkeyPatch.context() as m:
+        m.setenv("BEAM", "wide")
+        with pytest.raises(ValueError, match="BEAM must be a non-negative int"):
+            search.beam_width()
