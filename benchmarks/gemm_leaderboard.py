@@ -20,7 +20,8 @@ DEFAULT_JSON = ROOT / "benchmarks" / "results" / "gemm.json"
 README = ROOT / "README.md"
 MARKERS = ("<!-- gemm:start -->", "<!-- gemm:end -->")
 GOAL_SIZES = (1024, 2048)  # the issue's goals: >= 90% of OpenBLAS here, on 1 and 2 threads
-KIND_ORDER = {"rung": 0, "numba": 1, "python": 2, "vendor": 3}
+KIND_ORDER = {"rung": 0, "stage3": 1, "numba": 2, "python": 3, "vendor": 4}
+STAGE3_SIZES = (512, 1024, 2048)  # stage3's goals: BEAM >= 70% of stage1's best rung here, heuristics >= 40%
 
 Shape = tuple[int, int, int]
 
@@ -88,6 +89,26 @@ def skinny_table(table, kinds) -> list[str]:
     return lines
 
 
+def stage3_table(table, kinds) -> list[str]:
+    """stage3's generated GEMM against the best of stage1's hand-written rungs on each shape and thread count."""
+    rows = [(impl, t) for impl, t in row_order(table, kinds) if kinds[impl] == "stage3"]
+    if not rows:
+        return []
+    lines = ["| impl | threads | " + " | ".join(f"n={n}: GFLOP/s (best rung, %)" for n in STAGE3_SIZES) + " |",
+             "|" + " --- |" * 2 + " ---: |" * len(STAGE3_SIZES)]
+    for impl, threads in rows:
+        cells = []
+        for n in STAGE3_SIZES:
+            ours = table[(impl, threads)].get((n, n, n))
+            rungs = {name: by[(n, n, n)] for (name, t), by in table.items()
+                     if t == threads and kinds[name] == "rung" and (n, n, n) in by}
+            best = max(rungs, key=rungs.get, default=None)
+            cells.append(f"{gflops(ours)} ({best} {gflops(rungs[best])}, {percent(ours, rungs[best])})"
+                         if ours and best else "-")
+        lines.append(f"| {impl} | {threads} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def machine_text(data: dict) -> str:
     """The CPU's model (with its family and model numbers where recorded) and the ISA the rungs were built for."""
     info = data.get("machine_info", {})
@@ -114,6 +135,10 @@ def render(data: dict) -> str:
              f"Measured FP32 peak (benchmarks/peak.c, FMA chains, same run): {peak_text} GFLOP/s.", "",
              "Square C = A @ B in float32, GFLOP/s (2n^3 / median time):", ""]
     lines += square_table(table, kinds, peaks)
+    stage3 = stage3_table(table, kinds)
+    if stage3:
+        lines += ["", "stage3's generated GEMM (reshape, expand, mul, sum: no MATMUL op) against stage1's best "
+                  "hand-written rung on the same size and threads:", ""] + stage3
     skinny = skinny_table(table, kinds)
     if skinny:
         lines += ["", "Skinny and odd shapes (M x N x K), GFLOP/s (% of OpenBLAS, same threads):", ""] + skinny

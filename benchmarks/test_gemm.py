@@ -42,6 +42,11 @@ THREADS = tuple(int(t) for t in os.environ.get("SITP_GEMM_THREADS", "1,2").split
 SKINNY = [(1, 4096, 1024), (64, 4096, 1024), (4096, 64, 1024), (1000, 1000, 1000), (127, 1031, 257)]
 SHAPES = [(n, n, n) for n in SIZES] + (SKINNY if os.environ.get("SITP_GEMM_SKINNY", "1") != "0" else [])
 FLOP_CAP = {"python_loop": 2 * 64**3, "01_naive": 2 * 512**3, "numba_naive": 2 * 512**3}
+# stage3's generated GEMM: (a @ b) on stage3 Tensors, a reshape + expand + mul + sum lowered to a kernel
+# (no MATMUL op), jitted so a timed call replays its kernels; options by the heuristics, or by BEAM
+# (searched on the first call, BEAM_WIDTH wide, its winners cached on disk under $SITP_CACHE).
+STAGE3 = {"stage3_heuristic": 0, "stage3_beam": int(os.environ.get("SITP_GEMM_BEAM", "4"))}
+BEAM_MIN_FLOPS = 2 * 256**3  # BEAM searches only the larger squares (its search costs seconds per shape)
 ROUND_BUDGET_S = 1.5  # timed seconds per case (at least MIN_ROUNDS rounds, at most 50)
 MIN_ROUNDS = 3
 
@@ -51,6 +56,7 @@ def impls() -> dict[str, tuple[str, bool]]:
     table = {name: ("rung", v.threaded) for name, v in gemm.variants().items()}
     table |= {name: ("numba" if name.startswith("numba") else "python", name in numba_loops.THREADED)
               for name in numba_loops.IMPLS}
+    table |= {name: ("stage3", True) for name in STAGE3}
     table["numpy"] = ("vendor", True)
     if torch is not None:
         table["torch"] = ("vendor", True)
@@ -64,6 +70,8 @@ def cases() -> list[tuple[str, tuple[int, int, int], int]]:
             for name, (_, threaded) in impls().items():
                 flops = 2 * shape[0] * shape[1] * shape[2]
                 if (threads == 1 or threaded) and flops <= FLOP_CAP.get(name, float("inf")):
+                    if name == "stage3_beam" and (flops < BEAM_MIN_FLOPS or len(set(shape)) != 1):
+                        continue
                     out.append((name, shape, threads))
     return out
 
@@ -101,6 +109,8 @@ def runner(name: str, a: np.ndarray, b: np.ndarray, threads: int):
     if name in gemm.variants():
         ta, tb, tc = Tensor(a), Tensor(b), Tensor(np.empty((M, N), np.float32))
         return (lambda: gemm.gemm(ta, tb, tc, variant=name, threads=threads)), tc.numpy
+    if name in STAGE3:
+        return stage3_runner(STAGE3[name], a, b, threads)
     if name == "numpy":
         c = np.empty((M, N), np.float32)
         return (lambda: np.matmul(a, b, out=c)), lambda: c
@@ -111,6 +121,27 @@ def runner(name: str, a: np.ndarray, b: np.ndarray, threads: int):
     numba_loops.set_threads(threads)
     run, box = numba_loops.IMPLS[name], {}
     return (lambda: box.__setitem__("c", run(a, b))), lambda: box["c"]
+
+
+def stage3_runner(beam: int, a: np.ndarray, b: np.ndarray, threads: int):
+    """stage3's a @ b under TinyJit with `threads` threads: the first call compiles (and under BEAM
+    searches), the second captures, later ones replay the kernels (the padded copies of 4 KiB-row
+    operands included: they are part of what the generated GEMM costs)."""
+    import stage3_compiler as s3
+    from stage3_compiler.threads import set_num_threads
+
+    set_num_threads(threads)
+    ta, tb = s3.Tensor(a).realize(), s3.Tensor(b).realize()
+    matmul = s3.TinyJit(lambda x, y: x @ y)
+    box = {}
+    old = os.environ.get("BEAM")
+    os.environ["BEAM"] = str(beam)
+    try:
+        for _ in range(3):
+            box["c"] = matmul(ta, tb)
+    finally:
+        os.environ.pop("BEAM") if old is None else os.environ.__setitem__("BEAM", old)
+    return (lambda: box.__setitem__("c", matmul(ta, tb))), lambda: box["c"].numpy()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -15,7 +15,7 @@ registers, which loop runs on which thread, and what stays in cache:
   blocks moves outermost, so what one block reads (a matmul's panel of B) stays in cache while
   every row uses it. On a GPU, LOCAL plays this part with shared memory.
 - THREAD(0, n): the outermost output loop is split across n threads (OpenMP), n being the stage's
-  thread setting (threads.py) unless a search tries another.
+  thread setting (threads.py) when the heuristics or BEAM pick it.
 - LOCAL and GROUP (GPU block tiles in shared memory, split reductions) are named here but not built:
   the GPU kernels keep their one grid-stride loop (cuda/renderer.py).
 

@@ -1,6 +1,6 @@
-"""The one thread setting every threaded kernel follows. The generated kernels of this stage run on
-one thread so far (threading them is a kernel optimization still to come); the setting is kept,
-with the same API and default, for the kernels that will read it. The default is
+"""The one thread setting every threaded kernel follows: the THREAD option (opts.py) splits a
+generated kernel across this many threads, and the heuristics and BEAM key their choices by it
+(a kernel compiled for 2 threads is another kernel than for 1). The default is
 ``$OMP_NUM_THREADS`` (its first entry), else every core this process may run on (its affinity
 mask); ``Tensor.set_num_threads(n)`` changes it for the process. One process per core (data
 parallel) and a user sharing a machine both need the count honoured.
