@@ -21,6 +21,8 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from .threads import available
+
 # -O3 and -fno-trapping-math let gcc vectorize loops with selects in them (a WHERE, a NaN-aware
 # max): we never read the floating-point exception flags. -ffp-contract=off keeps a*b+c two
 # roundings, as numpy computes it.
@@ -124,7 +126,8 @@ def compile_c(source: str, name: str) -> ctypes._CFuncPtr:
 
 
 def compile_jobs() -> int:
-    return max(1, min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, 8))
+    """Compiler processes run at once: one per core this process may use, at most 8."""
+    return min(available(), 8)
 
 
 def compile_kernels(kernels: list[tuple[str, str]]) -> list[ctypes._CFuncPtr]:

@@ -134,8 +134,7 @@ class Timer:
         fns = self.device.compile_many([(source, kernel.name) for _, kernel, source in lowered])
         times = {}
         for (opts, kernel, _), fn in zip(lowered, fns, strict=True):
-            loaded = {id(b): b for b in self.inputs}
-            buffers = self.scratch + [loaded[id(b)].base.buffer for b in kernel.buffers[kernel.outputs:]]
+            buffers = self.scratch + [b.base.buffer for b in kernel.buffers[kernel.outputs:]]
             best = float("inf")
             for run in range(RUNS):
                 start = time.perf_counter()
