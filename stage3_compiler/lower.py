@@ -29,7 +29,7 @@ from .threads import get_num_threads
 
 @dataclass(eq=False)
 class UOp:
-    op: str  # GLOBAL RANGE ENDRANGE ACC LOAD CONST ALU UPDATE STORE
+    op: str  # GLOBAL RANGE ENDRANGE ACC ACCS PART LOAD CONST ALU UPDATE STORE
     dtype: DType | None
     srcs: tuple[UOp, ...] = ()
     arg: Any = None
@@ -287,6 +287,21 @@ def broadcast(v: LazyBuffer, axis: int) -> bool:
     return not v.is_base and v.st.views[-1].strides[axis] == 0
 
 
+COMBINE = {Ops.REDUCE_ADD: (Ops.ADD, Ops.OR), Ops.REDUCE_MUL: (Ops.MUL, Ops.AND), Ops.REDUCE_MAX: (Ops.MAX, Ops.OR)}
+
+
+def combine(L: Lowerer, r: LazyBuffer, acc: UOp, n: int) -> UOp:
+    """SPLIT's n partial accumulators of one reduction folded into one, pairwise: (p0+p1)+(p2+p3)..."""
+    if n == 1:
+        return acc
+    op = COMBINE[r.op][r.dtype is dtypes.bool]
+    parts = [L.emit("PART", r.dtype, (acc,), Num(i)) for i in range(n)]
+    while len(parts) > 1:
+        parts = [L.alu(op, r.dtype, *parts[i:i + 2]) if i + 1 < len(parts) else parts[i]
+                 for i in range(0, len(parts), 2)]
+    return parts[0]
+
+
 def lower(item: ScheduleItem, stored: set[int], opts: tuple[Opt, ...] | None = None) -> Kernel:
     """The kernel's UOps, its loops shaped by `opts` (opts.py; None: the heuristic ones)."""
     root = item.root
@@ -320,34 +335,48 @@ def lower(item: ScheduleItem, stored: set[int], opts: tuple[Opt, ...] | None = N
     if item.reduce is not None:
         src_shape, axes = item.reduce.srcs[0].shape, item.reduce.arg  # every reduction here has these
         reduce_shape = src_shape
-        for lane in accs:
-            lane.update({id(r): L.emit("ACC", r.dtype, arg=reduce_identity(r.op, r.dtype)) for r in item.reduces})
+        split_axis, parts = next(iter(plan.split.items()), (None, 1))
+        # SPLIT: each reduction's partial accumulators are one array, indexed by an innermost loop over
+        # the partials that the C compiler vectorizes (loads side by side, one vector add)
+        partials = [{id(r): L.emit("ACC", r.dtype, arg=reduce_identity(r.op, r.dtype)) if parts == 1 else
+                     L.emit("ACCS", r.dtype, arg=(reduce_identity(r.op, r.dtype), parts)) for r in item.reduces}
+                    for _ in lanes]
         if 0 in src_shape:  # an empty reduction: the identity, and no loop to write
             reduce_shape = ()
         else:
             inner_loops, rvars = [], {}
             for d, n in enumerate(src_shape):
                 if d in axes and n != 1:
-                    steps = n // plan.unroll.get(d, 1)  # UNROLL: the loop takes that many terms a pass
+                    # UNROLL and SPLIT: the loop takes that many terms a pass
+                    steps = n // (plan.unroll.get(d, 1) * plan.split.get(d, 1))
                     rvars[d] = Var(f"ridx{d}", 0, steps - 1) if steps > 1 else Num(0)
                     if steps > 1:
                         inner_loops.append(L.emit("RANGE", dtypes.int64, arg=(rvars[d].name, steps)))
+            sidx = None
+            if split_axis is not None:
+                sidx = Var("sidx", 0, parts - 1)
+                inner_loops.append(L.emit("RANGE", dtypes.int64, arg=(sidx.name, parts)))
             unrolled = next(iter(plan.unroll.items()), None)
             out_shape = item.reduce.shape
             for j in range(unrolled[1] if unrolled else 1):
-                for lane, idx in zip(accs, lanes, strict=True):
+                for lane, idx in zip(partials, lanes, strict=True):
                     if out_shape != root.shape:  # the reader reads the reduction reshaped: same order, other dims
                         idx = unflatten(flat_index(idx, root.shape), out_shape)
                     idxs = [rvars.get(d, Num(0) if d in axes else idx[d]) for d in range(len(src_shape))]
                     if unrolled:
                         d, u = unrolled
                         idxs[d] = idxs[d] * u + j
+                    if sidx is not None:  # term i of the axis goes to partial i mod parts
+                        idxs[split_axis] = idxs[split_axis] * parts + sidx
                     for r in item.reduces:
-                        L.emit("UPDATE", r.dtype, (lane[id(r)], L.view(r.srcs[0], idxs)), r.op)
+                        acc = lane[id(r)] if sidx is None else L.emit("PART", r.dtype, (lane[id(r)],), sidx)
+                        L.emit("UPDATE", r.dtype, (acc, L.view(r.srcs[0], idxs)), r.op)
                         L.alu_count += 1
             for _ in inner_loops:
                 L.emit("ENDRANGE", None)
         L.cache.clear()  # values inside the loop belong to its scope
+        for lane, found in zip(accs, partials, strict=True):
+            lane.update({id(r): combine(L, r, found[id(r)], parts) for r in item.reduces})
     for lane, idx in zip(accs, lanes, strict=True):
         L.accs = lane
         for out, buf in zip(item.outputs, out_bufs, strict=True):
@@ -359,6 +388,7 @@ def lower(item: ScheduleItem, stored: set[int], opts: tuple[Opt, ...] | None = N
     name = "_".join([kind, *(str(n) for n in root.shape)] + [f"R{n}" for n in reduce_shape])
     name += f"_U{'x'.join(str(u) for u in ups.values())}" if ups else ""
     name += "".join(f"_UR{u}" for u in plan.unroll.values())
+    name += "".join(f"_S{n}" for n in plan.split.values())
     name += "".join(f"_B{b}" for b in plan.block.values())
     name += f"_T{plan.threads}" if plan.threads > 1 else ""
     name += f"_O{len(item.outputs)}" if item.also else ""  # several outputs (schedule.merge_outputs)

@@ -110,13 +110,18 @@ class CRenderer:
             return f"({a[0]}/{a[1]})"
         raise NotImplementedError(f"render: no C for {op.name}")
 
-    def update(self, op: Ops, dtype: DType, acc: str, value: str) -> str:
+    def update(self, op: Ops, dtype: DType, acc: str, value: str, select: bool = False) -> str:
+        """acc folded with value. `select`: a max as a select, not a branch (SPLIT's partials, in a loop
+        the C compiler vectorizes only when every statement in it is a plain assignment)."""
         if op is Ops.REDUCE_ADD:
             return f"{acc} = {self.alu(Ops.ADD if dtype is not dtypes.bool else Ops.OR, dtype, [acc, value], dtype)};"
         if op is Ops.REDUCE_MUL:
             return f"{acc} = {self.alu(Ops.MUL if dtype is not dtypes.bool else Ops.AND, dtype, [acc, value], dtype)};"
         if dtype is dtypes.bool:
             return f"{acc} = ({acc}|{value});"
+        if select:  # `|`, not `||`: a short circuit is a branch, which stops the vectorizer
+            nan = f"|({value}!={value})" if dtype.is_float else ""
+            return f"{acc} = (({value}>{acc}){nan})?{value}:{acc};"
         if dtype.is_float:  # NaN wins, as numpy's max
             return f"if ({value}>{acc}||{value}!={value}) {acc} = {value};"
         return f"if ({value}>{acc}) {acc} = {value};"
@@ -177,6 +182,8 @@ class CRenderer:
                 if ranges == 0 and kernel.threads > 1:  # THREAD: this part's slice of the outermost loop
                     start, end = f"part*{n}/{kernel.threads}", f"(part+1)*{n}/{kernel.threads}"
                 ranges += 1
+                if var == "sidx" and self.gcc_pragmas:  # SPLIT's partials: gcc unrolls so short a loop
+                    lines.append(f"{pad}#pragma GCC unroll 1")  # before it vectorizes it (then it cannot)
                 lines.append(f"{pad}for (long long {var} = {start}; {var} < {end}; {var}++) {{")
                 depth += 1
             elif u.op == "ENDRANGE":
@@ -189,6 +196,13 @@ class CRenderer:
             elif u.op == "ACC":
                 names[id(u)] = f"acc{len(names)}"
                 lines.append(f"{pad}{self.ctype(u.dtype)} {names[id(u)]} = {self.const(u.arg, u.dtype)};")
+            elif u.op == "ACCS":  # SPLIT's partial accumulators: an array the partials' loop indexes
+                names[id(u)] = f"acc{len(names)}"
+                identity, n = u.arg
+                lines.append(f"{pad}{self.ctype(u.dtype)} {names[id(u)]}[{n}] = "
+                             f"{{{', '.join([self.const(identity, u.dtype)] * n)}}};")
+            elif u.op == "PART":
+                names[id(u)] = f"{names[id(u.srcs[0])]}[{render(u.arg)}]"
             elif u.op == "LOAD":
                 names[id(u)] = u.name
                 lines.append(f"{pad}{self.ctype(u.dtype)} {u.name} = {names[id(u.srcs[0])]}[{self.load_index(u)}];")
@@ -203,7 +217,8 @@ class CRenderer:
                 expr = self.alu(u.arg, u.dtype, [names[id(s)] for s in u.srcs], src_dtype)
                 lines.append(f"{pad}{self.ctype(u.dtype)} {u.name} = {expr};")
             elif u.op == "UPDATE":
-                lines.append(pad + self.update(u.arg, u.dtype, names[id(u.srcs[0])], names[id(u.srcs[1])]))
+                lines.append(pad + self.update(u.arg, u.dtype, names[id(u.srcs[0])], names[id(u.srcs[1])],
+                                               u.srcs[0].op == "PART"))
             elif u.op == "STORE":
                 buf, value = names[id(u.srcs[0])], names[id(u.srcs[1])]
                 lines.append(f"{pad}{buf}[{render(u.arg)}] = {value};")

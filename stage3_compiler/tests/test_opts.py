@@ -1,6 +1,6 @@
 """Kernel options (opts.py), BEAM search (search.py) and compiling a realize's kernels together
-(runtime.compile_kernels): every option list computes the same bits as no options, a list that
-does not fit the kernel is refused by name, the heuristics' choices, a second BEAM run searches
+(runtime.compile_kernels): every option list computes the same bits as no options (SPLIT: the
+same bits for a max, a reordered sum for a sum), a list that does not fit the kernel is refused by name, the heuristics' choices, a second BEAM run searches
 nothing, and a batch of kernels builds as one library per core."""
 
 import ctypes
@@ -64,7 +64,43 @@ def test_options_on_a_reduction_with_a_fused_elementwise_reader():
         assert run_with(item, stored, opts).tolist() == plain.tolist(), opts
 
 
+@pytest.mark.parametrize("opts", [[Opt("SPLIT", 2, 8)], [Opt("SPLIT", 2, 4), Opt("UNROLL", 2, 2)],
+                                  [Opt("SPLIT", 2, 16), Opt("THREAD", 0, 2)], [Opt("SPLIT", 2, 2), Opt("UPCAST", 1, 4)]],
+                         ids=lambda o: "_".join(map(str, o)))
+def test_split_partials_give_a_max_bit_for_bit_and_a_sum_reordered(opts):
+    x = rand(6, 8, 48)
+    x = x.where(x < 2.5, float("nan")) if opts[0].amount == 16 else x  # a NaN in a partial still wins the max
+    for t in (x.max(axis=-1), (x * x).max(axis=-1)):
+        item, stored = last_item(t)
+        assert run_with(item, stored, opts).tolist() == run_with(item, stored, ()).tolist()
+    item, stored = last_item((x.exp() * 2).sum(axis=-1).sqrt())
+    got = run_with(item, stored, opts).view(np.float32).reshape(6, 8)
+    want = np.sqrt((np.exp(x.numpy().astype(np.float64)) * 2).sum(axis=-1))
+    np.testing.assert_allclose(got, want, rtol=2e-6)
+    assert f"_S{opts[0].amount}" in lower(item, stored, tuple(opts)).name
+
+
+def test_split_sums_ints_and_bools_exactly():
+    x = Tensor(np.random.default_rng(0).integers(-2**40, 2**40, (5, 64)))
+    item, stored = last_item(x.sum(axis=-1))
+    want = x.numpy().sum(axis=-1)
+    device = realize.device_kernels("CPU")
+    kernel = lower(item, stored, (Opt("SPLIT", 1, 8),))
+    fn = device.compile(device.renderer.render(kernel), kernel.name)
+    out = realize.buffer_class("test", "CPU")(8 * 5)
+    device.launch(fn, kernel, [out] + [b.base.buffer for b in kernel.buffers[kernel.outputs:]])
+    assert out.to_numpy(0, 5, dtypes.int64).tolist() == want.tolist()
+    flags = Tensor(np.arange(5 * 64).reshape(5, 64) % 97 == 3)
+    assert flags.max(axis=-1).numpy().tolist() == (np.arange(5 * 64).reshape(5, 64) % 97 == 3).any(axis=-1).tolist()
+
+
 @pytest.mark.parametrize("opts,message", [
+    ([Opt("SPLIT", 0, 2)], "not the innermost reduced axis"),
+    ([Opt("SPLIT", 2, 5)], "do not divide the reduce axis"),
+    ([Opt("SPLIT", 2, 4), Opt("UNROLL", 2, 16)], "do not divide the reduce axis"),
+    ([Opt("SPLIT", 2, 2), Opt("SPLIT", 2, 2)], "split already"),
+    ([Opt("SPLIT", 2, 16), Opt("UPCAST", 1, 32)], "more than 256 accumulators"),
+
     ([Opt("UPCAST", 1, 5)], "do not divide"),
     ([Opt("UPCAST", 0, 8), Opt("UPCAST", 1, 64)], "exceed 256"),
     ([Opt("UNROLL", 0, 2)], "not the innermost reduced axis"),
@@ -101,6 +137,20 @@ def test_heuristics_tile_a_matmul_and_thread_only_big_kernels():
     assert heuristic_opts(big, "CPU", 1)[-1].op == "UPCAST"  # one thread: no THREAD
     small, _ = last_item(rand(8, 8) + 1)
     assert heuristic_opts(small, "CPU", 2) == ()  # 64 entries do not pay for waking a thread
+
+
+def test_heuristics_split_a_row_reduction_read_along_memory():
+    x = rand(12, 64, 128)
+    for t in (x.max(axis=-1), (x - 1).exp().sum(axis=-1), (x * x).mean(axis=-1)):
+        item, _ = last_item(t)
+        assert heuristic_opts(item, "CPU", 1) == (Opt("SPLIT", 2, 8),)
+        assert all(o.op != "SPLIT" for o in heuristic_opts(item, "CUDA", 1))  # CPU vectors only
+    across, _ = last_item(x.permute(0, 2, 1).max(axis=-1))  # the summed axis is 128 floats apart in memory
+    assert all(o.op != "SPLIT" for o in heuristic_opts(across, "CPU", 1))
+    odd, _ = last_item(rand(12, 78).sum(axis=-1))  # 78 terms: not a multiple of 8
+    assert all(o.op != "SPLIT" for o in heuristic_opts(odd, "CPU", 1))
+    matmul, _ = last_item(rand(64, 64) @ rand(64, 64, seed=1))
+    assert [o.op for o in heuristic_opts(matmul, "CPU", 1)] == ["UPCAST", "UPCAST"]
 
 
 def test_the_kernel_name_and_debug_line_show_the_options(capsys, monkeypatch):
