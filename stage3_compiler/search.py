@@ -5,16 +5,19 @@ buffers (the outputs go to scratch buffers, so nothing the program holds is writ
 
 - round 0 times no options and the heuristic ones (opts.heuristic_opts);
 - each round extends every one of the n best lists found so far by one more option (every UPCAST,
-  UNROLL, BLOCK and THREAD that fits the kernel), drops the ones that render to a source already
-  timed, compiles the rest together (runtime.compile_kernels: one file per core, in parallel) and
-  times each: the least of 3 runs, stopping after one run when that one is 3x the best so far;
+  UNROLL, SPLIT, BLOCK and THREAD that fits the kernel), drops the ones that render to a source
+  already timed, compiles the rest together in batches (runtime.compile_kernels: one file per core,
+  in parallel) and times each: the least of 3 runs, stopping after one run when that one is 3x the
+  best so far;
 - it stops after two rounds in a row find nothing 1% faster, or when the kernel's budget (`BEAM_BUDGET`
-  seconds, default 30) is spent.
+  seconds, default 30) is spent: the budget is checked before each batch of a round, so a search
+  overruns it by one batch's compile and runs at most.
 
 The winner is written to disk (under `$SITP_CACHE/stage3/beam`) by a hash of the kernel's
 unoptimized source, the device, the compiler and CPU, and the thread setting: a second run of the
-same program searches nothing. Every option keeps each output's sum in the same order, so the
-winner computes the same bits as the heuristic kernel. `STATS` sums what the searches cost.
+same program searches nothing. Every option but SPLIT keeps each output's sum in the same order;
+a winner with SPLIT folds a sum in another order (a max gives the same bits). `STATS` sums what
+the searches cost.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from dataclasses import dataclass
 from .lazy import LazyBuffer, numel
 from .lower import lower
 from .opts import Opt, OptError, apply_opts, heuristic_opts, reduce_axes
-from .runtime import cache_dir, machine_key
+from .runtime import cache_dir, compile_jobs, machine_key
 from .schedule import ScheduleItem
 from .threads import get_num_threads
 
@@ -36,6 +39,7 @@ RUNS = 3
 EARLY_STOP = 3.0  # a first run this many times the best so far is not run again
 MIN_GAIN = 0.99  # a round that does not beat the best by 1% is idle
 PATIENCE = 2  # idle rounds in a row that end the search (an option can pay only with the next one)
+BATCH_PER_JOB = 4  # candidates a compile job builds between two looks at the budget
 
 
 def beam_width() -> int:
@@ -95,6 +99,7 @@ def actions(item: ScheduleItem, device: str) -> list[Opt]:
            for amount in (2, 4, 8, 16)]
     if reduce_axes(item):
         out += [Opt("UNROLL", reduce_axes(item)[-1], amount) for amount in (2, 4, 8)]
+        out += [Opt("SPLIT", reduce_axes(item)[-1], amount) for amount in (4, 8, 16)]
     if device == "CPU":
         out += [Opt("BLOCK", axis, amount) for axis, n in enumerate(item.root.shape) if n > 1
                 for amount in (4, 8, 16, 32, 64)]
@@ -114,10 +119,11 @@ def fits(item: ScheduleItem, opts: tuple[Opt, ...]) -> bool:
 class Timer:
     """Compiles and times option lists of one kernel on its real inputs and scratch outputs."""
 
-    def __init__(self, item: ScheduleItem, stored: set[int], device, inputs: list[LazyBuffer]):
+    def __init__(self, item: ScheduleItem, stored: set[int], device, inputs: list[LazyBuffer], deadline: float):
         from .device import buffer_class
 
         self.item, self.stored, self.device, self.inputs = item, stored, device, inputs
+        self.deadline = deadline  # perf_counter time after which no new batch starts
         self.scratch = [buffer_class("beam", o.device)(numel(o.shape) * o.dtype.itemsize) for o in item.outputs]
         self.sources: set[str] = set()
         self.best = float("inf")
@@ -131,8 +137,16 @@ class Timer:
             if source not in self.sources:  # two lists that render alike are timed once
                 self.sources.add(source)
                 lowered.append((opts, kernel, source))
+        times: dict[tuple[Opt, ...], float] = {}
+        batch = BATCH_PER_JOB * compile_jobs()
+        for first in range(0, len(lowered), batch):
+            if first and time.perf_counter() > self.deadline:
+                break  # the budget is spent: the rest of the round is not compiled
+            self.time_batch(lowered[first:first + batch], times)
+        return times
+
+    def time_batch(self, lowered: list[tuple], times: dict) -> None:
         fns = self.device.compile_many([(source, kernel.name) for _, kernel, source in lowered])
-        times = {}
         for (opts, kernel, _), fn in zip(lowered, fns, strict=True):
             buffers = self.scratch + [b.base.buffer for b in kernel.buffers[kernel.outputs:]]
             best = float("inf")
@@ -145,7 +159,6 @@ class Timer:
                     break
             times[opts] = best
             self.best = min(self.best, best)
-        return times
 
 
 def beam_search(item: ScheduleItem, stored: set[int], device, inputs: list[LazyBuffer]) -> tuple[Opt, ...]:
@@ -153,7 +166,7 @@ def beam_search(item: ScheduleItem, stored: set[int], device, inputs: list[LazyB
     start = time.perf_counter()
     width, budget = beam_width(), budget_s()
     key = search_key(item, stored, device)
-    timer = Timer(item, stored, device, inputs)
+    timer = Timer(item, stored, device, inputs, start + budget)
     heuristic = heuristic_opts(item, item.root.device, get_num_threads())
     timed = timer.time(list(dict.fromkeys([heuristic, ()])))
     steps = actions(item, item.root.device)

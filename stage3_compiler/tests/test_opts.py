@@ -225,3 +225,16 @@ def test_beam_must_be_a_width():
         m.setenv("BEAM", "wide")
         with pytest.raises(ValueError, match="BEAM must be a non-negative int"):
             search.beam_width()
+
+
+def test_beam_stops_compiling_a_round_once_its_budget_is_spent(monkeypatch):
+    monkeypatch.setattr(search, "compile_jobs", lambda: 1)
+    monkeypatch.setattr(search, "BATCH_PER_JOB", 2)
+    item, stored = last_item(rand(64, 32) @ rand(32, 64, seed=1))
+    inputs = [s.base for s in item.reduce.srcs[0].srcs]
+    device = realize.device_kernels("CPU")
+    lists = [(Opt("UPCAST", 1, n),) for n in (2, 4, 8, 16)] + [(Opt("UNROLL", 2, 2),)]
+    spent = search.Timer(item, stored, device, inputs, deadline=0.0)  # perf_counter is past it
+    assert list(spent.time(lists)) == lists[:2]  # the first batch only
+    ample = search.Timer(item, stored, device, inputs, deadline=float("inf"))
+    assert list(ample.time(lists)) == lists
