@@ -7,7 +7,8 @@ buffers and call it. `GlobalCounters` counts what ran; `DEBUG` shows it:
 
 debug.py adds `GRAPH=1` (the lazy and kernel graphs as Graphviz files), `NANCHECK=1` (stop at the
 first kernel that wrote a NaN) and the user's line in compile errors, through three marked hooks.
-A kernel seen before (by its structure: lower.structure) is neither lowered nor rendered again.
+A graph scheduled before (by its structure) is not scheduled again (schedule_cache.py), and a
+kernel seen before (by its structure: lower.structure) is neither lowered nor rendered again.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ import os
 import time
 from dataclasses import dataclass, replace
 
-from . import debug, jit, search
+from . import debug, jit, schedule_cache, search
 from .device import buffer_class
 from .lazy import LazyBuffer, numel
 from .lower import Kernel, lower, structure
 from .ops import Ops
 from .runtime import CompileError
-from .schedule import ScheduleItem, create_schedule
+from .schedule import ScheduleItem
+from .schedule_cache import create_schedule
 from .threads import get_num_threads
 
 
@@ -184,4 +186,6 @@ def realize(outs: list[LazyBuffer]) -> None:
     for out in (out for item in items for out in item.outputs):
         out.op, out.srcs, out.arg = Ops.BUFFER, (), None
     if debug_level() >= 1 and items:
-        print(f"realize: {GlobalCounters.kernel_count - count} kernels in {(time.perf_counter() - start) * 1e3:.2f} ms")
+        stats = schedule_cache.STATS
+        print(f"realize: {GlobalCounters.kernel_count - count} kernels in {(time.perf_counter() - start) * 1e3:.2f} ms "
+              f"(schedule cache: {stats.hits} hits, {stats.misses} misses)")

@@ -226,6 +226,12 @@ def check_versions(bases: list[LazyBuffer]) -> None:
 
 
 def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
+    return fuse(outs, rewrite_graph(outs))
+
+
+def rewrite_graph(outs: list[LazyBuffer]) -> list[LazyBuffer]:
+    """The graph's bases (sources first), after the matmul operands' copies are put in (copy_transposed,
+    copy_padded); every buffer they read checked for in-place writes since they were made."""
     bases = graph(outs)
     check_versions(bases)
     changed = False
@@ -237,8 +243,12 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
         for w in padded_operands(b):
             copy_padded(b.srcs[0], w)
             changed = True
-    if changed:
-        bases = graph(outs)
+    return graph(outs) if changed else bases
+
+
+def fuse(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> list[ScheduleItem]:
+    """The kernels that compute `outs` from the graph's bases: which are realized, which fused, merged
+    and placed in memory (the rules in the module's docstring)."""
     readers = _readers(bases)
     wanted = {id(o.base) for o in outs}
     realize = {id(b) for b in bases if id(b) in wanted or b.forced or b.op in IR_REDUCE}
