@@ -1,6 +1,7 @@
 """Kernel options (opts.py), BEAM search (search.py) and compiling a realize's kernels together
 (runtime.compile_kernels): every option list computes the same bits as no options (SPLIT: the
-same bits for a max, a reordered sum for a sum), a list that does not fit the kernel is refused by name, the heuristics' choices, a second BEAM run searches
+same bits for a max, a reordered sum for a sum), a list that does not fit the kernel is refused
+by name, the heuristics' choices, a second BEAM run searches
 nothing, and a batch of kernels builds as one library per core."""
 
 import ctypes
@@ -65,7 +66,8 @@ def test_options_on_a_reduction_with_a_fused_elementwise_reader():
 
 
 @pytest.mark.parametrize("opts", [[Opt("SPLIT", 2, 8)], [Opt("SPLIT", 2, 4), Opt("UNROLL", 2, 2)],
-                                  [Opt("SPLIT", 2, 16), Opt("THREAD", 0, 2)], [Opt("SPLIT", 2, 2), Opt("UPCAST", 1, 4)]],
+                                  [Opt("SPLIT", 2, 16), Opt("THREAD", 0, 2)],
+                                  [Opt("SPLIT", 2, 2), Opt("UPCAST", 1, 4)]],
                          ids=lambda o: "_".join(map(str, o)))
 def test_split_partials_give_a_max_bit_for_bit_and_a_sum_reordered(opts):
     x = rand(6, 8, 48)
