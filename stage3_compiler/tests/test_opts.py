@@ -1,8 +1,8 @@
 """Kernel options (opts.py), BEAM search (search.py) and compiling a realize's kernels together
 (runtime.compile_kernels): every option list computes the same bits as no options (SPLIT: the
 same bits for a max, a reordered sum for a sum), a list that does not fit the kernel is refused
-by name, the heuristics' choices, a second BEAM run searches
-nothing, and a batch of kernels builds as one library per core."""
+by name, the heuristics' choices, a second BEAM run searches nothing, and a batch of kernels
+builds as one library per core."""
 
 import ctypes
 import json
