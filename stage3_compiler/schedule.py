@@ -99,6 +99,15 @@ def view_cost(v: LazyBuffer) -> int:
 MIN_ROWS = 16  # rows that must read a weight for its transposed copy to pay
 
 
+def matmul_product(b: LazyBuffer) -> LazyBuffer | None:
+    """The product a matmul sums: for a sum over one axis of the product of two views (each operand
+    read through a view of a base, expanded along the output axis it does not have), the MUL base."""
+    if b.op is not Ops.REDUCE_ADD or len(b.arg) != 1 or not b.srcs[0].is_base or b.srcs[0].op is not Ops.MUL:
+        return None
+    mul = b.srcs[0]
+    return None if mul.buffer is not None or any(s.is_base for s in mul.srcs) else mul
+
+
 def transposed_operand(b: LazyBuffer) -> LazyBuffer | None:
     """For a matmul (a sum over one axis of the product of two views, each expanded along an output
     axis the other is not) that reads a 2-D weight by rows, its operand: the view of the weight.
@@ -111,11 +120,10 @@ def transposed_operand(b: LazyBuffer) -> LazyBuffer | None:
     read by more): a batch of small products (attention's q @ k.T) would pay a copy kernel for
     little, and at batch 1 (sampling) the activations are the bigger operand, but copying one
     computes its expression in a kernel that writes across its rows."""
-    if b.op is not Ops.REDUCE_ADD or len(b.arg) != 1 or not b.srcs[0].is_base or b.srcs[0].op is not Ops.MUL:
+    mul = matmul_product(b)
+    if mul is None:
         return None
-    mul, k = b.srcs[0], b.arg[0]
-    if mul.buffer is not None or any(s.is_base for s in mul.srcs):
-        return None
+    k = b.arg[0]
     x, y = (s.st.views[-1].strides for s in mul.srcs)  # the last view holds a broadcast's 0 strides
     if any(p[d] == 0 and q[d] == 1 for p, q in ((x, y), (y, x)) for d in range(len(b.shape)) if d != k):
         return None  # one operand already runs along an output axis the other is broadcast on
@@ -159,10 +167,8 @@ def padded_operands(b: LazyBuffer) -> list[LazyBuffer]:
     ways cannot hold them, and every load misses. A copy with each row PAD elements longer spreads
     them over the sets (the packing a hand-written GEMM does): measured on a Zen 4 core at n=2048,
     43 GFLOP/s without, 84 with."""
-    if b.op is not Ops.REDUCE_ADD or len(b.arg) != 1 or not b.srcs[0].is_base or b.srcs[0].op is not Ops.MUL:
-        return []
-    mul = b.srcs[0]
-    if mul.buffer is not None or any(s.is_base for s in mul.srcs):
+    mul = matmul_product(b)
+    if mul is None:
         return []
     out = []
     for w in mul.srcs:
@@ -313,7 +319,9 @@ def merge_outputs(items: list[ScheduleItem]) -> list[ScheduleItem]:
     (cross_entropy's row max and its picked logit). The merged kernel runs where its first part
     was, so a part joins only if everything else it reads was written before that; an output it
     reads at another index, or inside its reduction loop, would race with the loop writing it, so
-    that part stays out."""
+    that part stays out. Matmuls do not merge: each computes a register tile, and n tiles in one loop
+    need n times the registers (on AVX2's 16, the four weight gradients of one shape ran 2.6x
+    slower merged than as four kernels: the tiles spilled)."""
     produced = {id(it.root) for it in items}
     position = {id(it.root): i for i, it in enumerate(items)}
     kept: list[ScheduleItem] = []
@@ -336,6 +344,8 @@ def _joins(group: ScheduleItem, item: ScheduleItem, item_reads, position) -> boo
     if group.reduce is not None and (group.reduce.srcs[0].shape != item.reduce.srcs[0].shape
                                      or group.reduce.arg != item.reduce.arg):
         return False  # one reduction loop: the same reduced shape and axes
+    if group.reduce is not None and any(matmul_product(r) is not None for r in (*group.reduces, *item.reduces)):
+        return False  # a register tile each: merged, they would not fit the registers
     start = position[id(group.root)]
     outs = {id(o) for o in group.outputs}
     for s, direct in item_reads:

@@ -123,6 +123,23 @@ def test_merged_outputs_read_each_other_only_at_their_own_index():
     np.testing.assert_allclose(a.numpy(), x.numpy() * 2)
 
 
+def test_matmuls_of_one_shape_stay_apart_and_row_reductions_merge():
+    # each matmul holds a register tile: merged, the tiles would spill (schedule.merge_outputs)
+    a, b = realized(32, 24), realized(24, 48)
+    c, d = Tensor(a.numpy()[::-1].copy()), Tensor(b.numpy()[:, ::-1].copy())  # the same shapes, other values
+    GlobalCounters.reset()
+    first, second = a @ b, c @ d
+    first.realize(second)
+    assert GlobalCounters.kernel_count == 2
+    np.testing.assert_allclose(second.numpy(), c.numpy() @ d.numpy(), rtol=1e-5, atol=1e-5)
+    x = realized(16, 40)
+    top, total = x.max(axis=1), x.sum(axis=1)  # one loop over each row folds both
+    GlobalCounters.reset()
+    top.realize(total)
+    assert GlobalCounters.kernel_count == 1
+    np.testing.assert_allclose(total.numpy(), x.numpy().sum(axis=1), rtol=1e-5)
+
+
 def test_an_expensive_operand_of_a_wide_matmul_is_still_stored():
     x, w = realized(16, 24), realized(24, 64)
     out = x.exp() @ w  # exp read 64 times per element: stored once instead
