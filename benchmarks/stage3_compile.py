@@ -114,7 +114,7 @@ def main() -> None:
     print(f"# python -m benchmarks.stage3_compile, {time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores, "
           f"{get_num_threads()} kernel threads\n")
     print("## The jitted nanoGPT CPU-config step in a fresh process (steps 1, 2: run, capture; 3 on: replay)\n")
-    print("| kernel cache | step | seconds | compiler runs | kernels lowered | graphs scheduled | schedule cache hits |")
+    print("| kernel cache | step | seconds | compiler runs | kernels lowered | graphs scheduled | cache hits |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     with tempfile.TemporaryDirectory() as cache:
         for label in ("cold (empty)", "warm (on disk)"):
