@@ -157,9 +157,10 @@ def outer_loop(plan: LoopPlan, sizes: list[int]) -> int:
     return next((n for n in sizes if n > 1), 1)
 
 
-def heuristic_opts(item: ScheduleItem, device: str, threads: int) -> tuple[Opt, ...]:
+def heuristic_opts(item: ScheduleItem, device: str, threads: int, stored: set[int] | None = None) -> tuple[Opt, ...]:
     """The options realize uses without BEAM: a matmul's register tile or a reduction's upcast
-    (lower.upcast_axes), a cache block for a matmul whose B panel would not stay in cache, and
+    (lower.upcast_axes; `stored`, the bases the schedule's kernels write, tells a matmul operand
+    loaded from memory from one computed in the loop), SPLIT for a row reduction (split_axis), a cache block for a matmul whose B panel would not stay in cache, and
     THREAD for a kernel with enough work to pay for waking the other threads."""
     from .lower import matmul_tile, upcast_axes  # lower.py imports this module
 
@@ -167,7 +168,7 @@ def heuristic_opts(item: ScheduleItem, device: str, threads: int) -> tuple[Opt, 
     if split is not None:  # a row reduction over memory side by side: 8 partials a vector (see SPLIT)
         opts = [Opt("SPLIT", split, SPLIT_PARTS)]
     else:
-        opts = [Opt("UPCAST", axis, u) for axis, u in upcast_axes(item).items()]
+        opts = [Opt("UPCAST", axis, u) for axis, u in upcast_axes(item, stored).items()]
     plan = apply_opts(item, opts, device)
     if device != "CPU":
         return tuple(opts)

@@ -167,7 +167,7 @@ def beam_search(item: ScheduleItem, stored: set[int], device, inputs: list[LazyB
     width, budget = beam_width(), budget_s()
     key = search_key(item, stored, device)
     timer = Timer(item, stored, device, inputs, start + budget)
-    heuristic = heuristic_opts(item, item.root.device, get_num_threads())
+    heuristic = heuristic_opts(item, item.root.device, get_num_threads(), stored)
     timed = timer.time(list(dict.fromkeys([heuristic, ()])))
     steps = actions(item, item.root.device)
     beam = sorted(timed, key=timed.get)[:width]
