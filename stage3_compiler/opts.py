@@ -160,8 +160,9 @@ def outer_loop(plan: LoopPlan, sizes: list[int]) -> int:
 def heuristic_opts(item: ScheduleItem, device: str, threads: int, stored: set[int] | None = None) -> tuple[Opt, ...]:
     """The options realize uses without BEAM: a matmul's register tile or a reduction's upcast
     (lower.upcast_axes; `stored`, the bases the schedule's kernels write, tells a matmul operand
-    loaded from memory from one computed in the loop), SPLIT for a row reduction (split_axis), a cache block for a matmul whose B panel would not stay in cache, and
-    THREAD for a kernel with enough work to pay for waking the other threads."""
+    loaded from memory from one computed in the loop), SPLIT for a row reduction (split_axis), a
+    cache block for a matmul whose B panel would not stay in cache, and THREAD for a kernel with
+    enough work to pay for waking the other threads."""
     from .lower import matmul_tile, upcast_axes  # lower.py imports this module
 
     split = split_axis(item) if device == "CPU" and item.reduce is not None and not matmul_tile(item) else None
