@@ -196,22 +196,21 @@ SPLIT_PARTS = 8  # partial sums of a SPLIT row reduction: one AVX2 vector of flo
 
 
 def split_axis(item: ScheduleItem) -> int | None:
-    """The reduce axis SPLIT pays on: the innermost one, when it is the source's last axis, a multiple
-    of 8 of at least 16 terms, and every value the reduction reads moves along it by one element
-    (or not at all). Measured on one Zen 3 core over 12x4x64 rows of 64: a row max 218 us with 8
-    outputs a pass (UPCAST), 44 us split; softmax's sum of exps 3.3 ms, 0.8 ms; a mean 36, 19 us.
-    (UPCAST and SPLIT together lose the loop vectorizer, which the upcast lanes turn off.)"""
+    """The reduce axis SPLIT pays on: the innermost one, when it holds a multiple of 8 of at least 16
+    terms and every value the reduction reads moves along it by one element of memory (or not at
+    all). Measured on one Zen 3 core over 12x4x64 rows of 64: a row max 218 us with 8 outputs a
+    pass (UPCAST), 44 us split; softmax's sum of exps 3.3 ms, 0.8 ms; a mean 36, 19 us. (UPCAST and
+    SPLIT together lose the loop vectorizer, which the upcast lanes turn off.)"""
     axes = reduce_axes(item)
-    src = item.reduce.srcs[0]
-    if not axes or axes[-1] != len(src.shape) - 1 or src.shape[-1] % SPLIT_PARTS or src.shape[-1] < 16:
+    if not axes or item.reduce.srcs[0].shape[axes[-1]] % SPLIT_PARTS or item.reduce.srcs[0].shape[axes[-1]] < 16:
         return None
     return axes[-1] if all(reads_along(r.srcs[0], axes[-1]) for r in item.reduces) else None
 
 
 def reads_along(v, axis: int) -> bool:
     """Does every value behind view v move by at most one element of memory when `axis` steps by one?
-    A fused elementwise base is followed into its sources; a view must read along the axis with stride
-    1 (its base then along its own last axis) or 0."""
+    A fused elementwise base is followed into its sources; a view must read along the axis with
+    stride 1 (its base then along its own last axis) or 0; a base read as it is, along its last axis."""
     stack = [(v, axis)]
     while stack:
         v, axis = stack.pop()
@@ -222,10 +221,15 @@ def reads_along(v, axis: int) -> bool:
                 continue
             if stride != 1 or len(views) > 1 or views[-1].mask is not None:
                 return False
-            v = v.base  # one step along the axis is one element of the base: along its last axis of size > 1
-            axis = next((d for d in reversed(range(len(v.shape))) if v.shape[d] != 1), None)
-            if axis is None:
-                continue
-        if v.buffer is None and (v.op in IR_ELEMENTWISE or v.op is Ops.CONTIGUOUS):
+            v, axis = v.base, last_axis(v.base.shape)  # one step is one element of the base: its last axis
+        fused = v.buffer is None and (v.op in IR_ELEMENTWISE or v.op is Ops.CONTIGUOUS)
+        if fused:
             stack.extend((s, axis) for s in v.srcs)
+        elif v.op is not Ops.CONST and axis != last_axis(v.shape):
+            return False
     return True
+
+
+def last_axis(shape: tuple[int, ...]) -> int | None:
+    """The innermost axis of a contiguous layout that is longer than 1."""
+    return next((d for d in reversed(range(len(shape))) if shape[d] != 1), None)

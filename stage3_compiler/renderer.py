@@ -164,10 +164,16 @@ class CRenderer:
         # backward ran 10x slower that way. (Other compilers ignore the pragmas.) push/pop keep
         # the setting to this kernel when several share one file (runtime.compile_kernels).
         slp = kernel.upcast > 1 and self.gcc_pragmas
+        # SPLIT's loop over the partials: gcc's PRE pass rewrites a negated select chain in it (a
+        # softmax backward's row sum, with the causal mask) into a shape its if-conversion refuses,
+        # and the loop stays scalar (5.4 ms; vectorized without PRE: see opts.SPLIT)
+        no_pre = self.gcc_pragmas and any(u.op == "ACCS" for u in kernel.uops)
+        pragmas = [*(['#pragma GCC optimize ("no-tree-loop-vectorize")'] if slp else []),
+                   *(['#pragma GCC optimize ("no-tree-pre")'] if no_pre else [])]
         # (sitp_exp2f comes first and is always inlined: gcc does not inline a function compiled
         # under other optimize settings, and a call in the loop stops its vectorization.)
         lines = ["#include <math.h>", *([EXP2F] if exp2f else []),
-                 *(["#pragma GCC push_options", '#pragma GCC optimize ("no-tree-loop-vectorize")'] if slp else []),
+                 *(["#pragma GCC push_options", *pragmas] if pragmas else []),
                  self.signature(kernel) + " {"]
         depth = 1
         names: dict[int, str] = {}
@@ -227,6 +233,6 @@ class CRenderer:
         lines.append("}")
         if kernel.threads > 1:
             lines += self.threaded(kernel)
-        if slp:
+        if pragmas:
             lines.append("#pragma GCC pop_options")
         return "\n".join(lines) + "\n"

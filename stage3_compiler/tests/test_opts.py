@@ -147,10 +147,14 @@ def test_heuristics_split_a_row_reduction_read_along_memory():
         item, _ = last_item(t)
         assert heuristic_opts(item, "CPU", 1) == (Opt("SPLIT", 2, 8),)
         assert all(o.op != "SPLIT" for o in heuristic_opts(item, "CUDA", 1))  # CPU vectors only
+    products = x.reshape(12, 64, 1, 128) * rand(12, 1, 64, 128, seed=1)  # q @ k.T: dot products along memory
+    dots, _ = last_item(products.sum(axis=-1))
+    assert heuristic_opts(dots, "CPU", 1) == (Opt("SPLIT", 3, 8),)
     across, _ = last_item(x.permute(0, 2, 1).max(axis=-1))  # the summed axis is 128 floats apart in memory
-    assert all(o.op != "SPLIT" for o in heuristic_opts(across, "CPU", 1))
+    columns, _ = last_item(x.sum(axis=1))  # a realized tensor summed along an outer axis
     odd, _ = last_item(rand(12, 78).sum(axis=-1))  # 78 terms: not a multiple of 8
-    assert all(o.op != "SPLIT" for o in heuristic_opts(odd, "CPU", 1))
+    for item in (across, columns, odd):
+        assert all(o.op != "SPLIT" for o in heuristic_opts(item, "CPU", 1))
     matmul, _ = last_item(rand(64, 64) @ rand(64, 64, seed=1))
     assert [o.op for o in heuristic_opts(matmul, "CPU", 1)] == ["UPCAST", "UPCAST"]
 
