@@ -211,9 +211,12 @@ def reads_along(v, axis: int) -> bool:
     """Does every value behind view v move by at most one element of memory when `axis` steps by one?
     A fused elementwise base is followed into its sources; a view must read along the axis with
     stride 1 (its base then along its own last axis) or 0; a base read as it is, along its last axis."""
-    stack = [(v, axis)]
+    stack, seen = [(v, axis)], set()
     while stack:
         v, axis = stack.pop()
+        if (id(v), axis) in seen:  # a shared subexpression (GELU reads x a dozen times): walked once
+            continue
+        seen.add((id(v), axis))
         if not v.is_base:
             views = v.st.views
             stride = views[-1].strides[axis]

@@ -7,7 +7,7 @@ operands."""
 import numpy as np
 import pytest
 
-from .. import Tensor
+from .. import Tensor, schedule
 from ..lower import upcast_axes
 from ..ops import Ops
 from ..runtime import wide_vector_registers
@@ -102,3 +102,20 @@ def test_an_operand_computed_in_the_loop_is_computed_once_a_pass():
     scores = np.where(np.tril(np.ones((16, 16), bool)), scores, -np.inf)
     p = np.exp(scores - scores.max(-1, keepdims=True))
     np.testing.assert_allclose(out.numpy(), (p / p.sum(-1, keepdims=True)) @ v.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_a_big_matmul_reads_its_operands_packed_in_panels_of_its_tile(monkeypatch):
+    x, dy = rand(256, 64), rand(256, 96, seed=1)  # a weight gradient x.T @ dy: both read along the rows of K
+    out = x.T @ dy
+    items = create_schedule([out.lazydata])
+    copies = [it.root.shape for it in items if it.reduce is None]
+    assert sorted(copies) == sorted([(96 // 16, 256, 16), (64 // ROWS, 256, ROWS)])  # (panels, K, tile width)
+    assert upcast_axes(items[-1]) == {1: 16, 0: ROWS}
+    packed = (x.T @ dy).numpy()
+    monkeypatch.setattr(schedule, "MIN_PACKED", 1 << 40)
+    assert len(create_schedule([(x.T @ dy).lazydata])) == 1
+    assert packed.tobytes() == (x.T @ dy).numpy().tobytes()  # the same sums in the same order, from other memory
+    want = x.numpy().astype(np.float64).T @ dy.numpy().astype(np.float64)
+    np.testing.assert_allclose(packed, want, rtol=1e-4, atol=1e-4)  # float32 sums of 256 products
+    small = rand(16, 24) @ rand(24, 32, seed=1)  # 768 values of B: not worth a copy
+    assert len(create_schedule([small.lazydata])) == 1
