@@ -15,9 +15,10 @@ computed inside the kernel that reads it, as an expression, and never stored). T
   matmul's sum and the bias and the relu in one kernel).
 - a matmul that reads a 2-D weight along the summed axis (x @ w.T) reads a transposed copy of it
   instead, which the scheduler adds (copy_transposed): the copy is small, and the product then
-  runs from vector registers (lower.matmul_tile); one read from a matrix whose rows are a multiple
-  of 4 KiB apart reads a copy with longer rows (copy_padded), so its rows do not fight over one
-  set of the L1 cache;
+  runs from vector registers (lower.matmul_tile); on the CPU, an operand read along the tile's
+  columns or rows reads a copy packed in panels of the tile's width (copy_packed), each panel one
+  run of memory; one read from a matrix whose rows are a multiple of 4 KiB apart reads a copy with
+  longer rows (copy_padded), so its rows do not fight over one set of the L1 cache;
 - a chain of more than MAX_DEPTH fused ops is cut by realizing the base at the cut: a kernel of
   ten thousand chained adds would take long to compile, and lowering it recurses that deep.
 A kernel therefore writes one base and holds at most one reduction loop.
@@ -288,8 +289,8 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
 
 
 def rewrite_graph(outs: list[LazyBuffer]) -> list[LazyBuffer]:
-    """The graph's bases (sources first), after the matmul operands' copies are put in (copy_transposed,
-    copy_padded); every buffer they read checked for in-place writes since they were made."""
+    """The graph's bases (sources first), after the matmul operands' copies are put in (copy_packed,
+    copy_transposed, copy_padded); every buffer they read checked for in-place writes since they were made."""
     bases = graph(outs)
     check_versions(bases)
     changed = False
