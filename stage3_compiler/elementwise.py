@@ -13,7 +13,7 @@ import math
 from typing import Self
 
 from . import transcendental as tm
-from .autograd import record
+from .autograd import no_grad, record
 from .device import check_same
 from .dtype import dtypes, float_of, promote, scalar_dtype
 from .hooks import TensorCore
@@ -21,8 +21,7 @@ from .ops import FLOAT_ONLY, IR_ELEMENTWISE, Ops
 from .shape import broadcast_shapes
 
 # The API's float ops that the IR does not have, as formulas on it.
-COMPOSITE_UNARY = {Ops.EXP: tm.exp, Ops.LOG: tm.log, Ops.COS: tm.cos, Ops.TANH: tm.tanh, Ops.ERF: tm.erf,
-                   Ops.GELU: tm.gelu}
+COMPOSITE_UNARY = {Ops.EXP: tm.exp, Ops.LOG: tm.log, Ops.COS: tm.cos, Ops.TANH: tm.tanh, Ops.ERF: tm.erf}
 
 Operand = TensorCore | bool | int | float
 
@@ -36,6 +35,10 @@ class ElementwiseMixin(TensorCore):
             raise TypeError(f"{name}: not supported for bool tensors of shape {self.shape}")
         if x.dtype.is_float and op is Ops.NOT:
             raise TypeError(f"{name}: expected a bool or int tensor, got {x.dtype.name}")
+        if op is Ops.GELU:  # the one composite with a derivative rule of its own (autograd.py says why)
+            with no_grad():
+                out = tm.gelu(x)
+            return record(out, Ops.GELU, (x,))
         if op in COMPOSITE_UNARY:
             return COMPOSITE_UNARY[op](x)
         if op is Ops.NOT:  # bool: x == False; ints: every bit flipped

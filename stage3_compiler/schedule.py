@@ -12,7 +12,10 @@ computed inside the kernel that reads it, as an expression, and never stored). T
 - a reduction whose only reader is an elementwise op reading it as it is (or reshaped, in the same
   order; not expanded: softmax's max is read expanded, so it stays realized), is fused the other way round:
   that reader becomes the kernel, with the reduction's loop inside it (`relu(x @ w + b)`: the
-  matmul's sum and the bias and the relu in one kernel).
+  matmul's sum and the bias and the relu in one kernel), unless the reduction is a matmul and the
+  reader costs more than EPILOGUE ops: GELU's derivative (about 140 ops) inside the product's
+  register tile made nanoGPT's backward kernel 25 ms where the product and a separate elementwise
+  kernel take 1.4 + 1.9;
 - a matmul that reads a 2-D weight along the summed axis (x @ w.T) reads a transposed copy of it
   instead, which the scheduler adds (copy_transposed): the copy is small, and the product then
   runs from vector registers (lower.matmul_tile); on the CPU, an operand read along the tile's
@@ -79,6 +82,7 @@ def _readers(bases: list[LazyBuffer]) -> dict[int, list[tuple[LazyBuffer, LazyBu
 
 
 CHEAP = 4  # ALU ops an expanded elementwise base may cost and still be recomputed where it is read
+EPILOGUE = 24  # ALU ops after a matmul that may still run inside its kernel (bias, relu, a residual add)
 MAX_DEPTH = 96  # fused ops in a chain before the chain is cut by a realized base
 
 
@@ -340,6 +344,10 @@ def fuse(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> list[ScheduleItem]:
         expanded = any(numel(view.shape) > numel(b.shape) for _, view in readers.get(id(b), ()))
         if b.op in IR_ELEMENTWISE and expanded and cost[id(b)] > CHEAP and not narrow_matmul_operand(b, readers):
             realize.add(id(b))
+        held = fused_into.get(id(b))
+        if held is not None and cost[id(b)] > EPILOGUE and matmul_product(held) is not None:
+            del fused_into[id(b)]  # a long expression after a matmul's tile runs apart from it
+            realize.add(id(held))
     items = []
     for b in bases:
         if id(b) not in realize or b.op is Ops.BUFFER:

@@ -1,10 +1,11 @@
 """The math ops the API has and the IR does not, each written on the IR's elementwise primitives.
 
 The IR computes ADD, MUL, NEG, RECIP, EXP2, LOG2, SQRT, SIN, CMPLT, CMPEQ, CMPNE, WHERE, MAX and
-CAST; the functions here build exp, log, cos, tanh, sigmoid, erf, gelu, abs, sign, pow and rsqrt
-from them, so the scheduler fuses them into their neighbours like any other elementwise op. They
-take a float32 or float64 tensor and touch it only through the hooks `FloatTensor` names (a test
-parses this file to keep it so). `a - b` is spelled `a + -b`: NEG and ADD are the primitives.
+CAST; the functions here build exp, log, cos, tanh, sigmoid, erf, gelu (and gelu's derivative, the
+rule autograd.py gives it), abs, sign, pow and rsqrt from them, so the scheduler fuses them into
+their neighbours like any other elementwise op. They take a float32 or float64 tensor and touch it
+only through the hooks `FloatTensor` names (a test parses this file to keep it so). `a - b` is
+spelled `a + -b`: NEG and ADD are the primitives.
 
 Each formula is chosen so that its error does not grow with |x| and so that inf, nan and -0.0 come
 out as numpy and torch give them. Worst errors measured in units of the dtype's eps (2^-23, 2^-52),
@@ -21,6 +22,7 @@ primitives alike (tests/test_transcendental.py keeps them under about twice thes
   sigmoid  1 / (1 + e) or e / (1 + e), e = exp(-|x|)                2.0         2.0
   erf      x P(x^2) for |x| < 0.5, else 1 - erfc(|x|)               2.9         2.8
   gelu     x Phi(x), Phi(-|x|) = erfc(|x| / sqrt 2) / 2             3.8         3.4
+  gelu'    Phi(x) + x phi(x), in eps of |Phi| + |x phi|             1.9         1.9
   pow      exp2(y log2|x|), sign and special cases as np.power      3.0         2.7
   rsqrt    1 / sqrt(x)                                              1.0         0
   abs, sign                                                         exact       exact
@@ -87,6 +89,7 @@ LN2 = float(_LN2_EXACT)
 LOG2E = float(_CTX.divide(1, _LN2_EXACT))
 SQRT1_2 = float(_CTX.sqrt(Decimal("0.5")))
 TWO_OVER_SQRT_PI = 1.1283791670955125739  # 2 / sqrt(pi)
+INV_SQRT_2PI = 0.3989422804014326779  # 1 / sqrt(2 pi)
 
 
 def _ln2_split(bits: int) -> tuple[float, float]:
@@ -194,18 +197,26 @@ def _chebyshev(s: FloatTensor, coeffs: list[float]) -> FloatTensor:
     return s * b1 + (coeffs[0] + -b2)
 
 
-def _erfc_factors(z: FloatTensor, v: FloatTensor, scale: float, f: _Format) -> tuple[FloatTensor, FloatTensor]:
-    """erfc(z) = small * big for finite z >= 0, given v >= 0 with z^2 = scale v^2 (scale 1 or 1/2).
+def _erfc_parts(z: FloatTensor, v: FloatTensor, scale: float, f: _Format) -> tuple[FloatTensor, ...]:
+    """erfc(z) = (cx * near) * (2^n * m) for finite z >= 0, given v >= 0 with z^2 = scale v^2
+    (scale 1 or 1/2), where cx = erfcx(z) and near * 2^n * m = exp(-z^2).
 
-    z^2 is never rounded: v = vh + (v - vh) with vh on a grid, so big = exp(-scale vh^2) has an
-    exact argument, and small = erfcx(z) exp(-scale (v - vh)(v + vh)) is near erfcx(z) <= 1. big is
-    the factor that underflows: multiplied last, it rounds into the denormals once."""
+    z^2 is never rounded: v = vh + (v - vh) with vh on a grid, so 2^n * m = exp(-scale vh^2) has
+    an exact argument, and near = exp(-scale (v - vh)(v + vh)) is close to 1. 2^n is the factor
+    that underflows: multiplied last, it rounds into the denormals once."""
     vh = (v + f.grid_magic) + -f.grid_magic
     rest = (v + -vh) * (v + vh)
     r = (z + _ERFCX_SHIFT).reciprocal()
     s = (z + -_ERFCX_SHIFT) * r
-    small = _chebyshev(s, _ERFCX_CHEBYSHEV[: f.erfcx_terms]) * r * exp(rest * -scale)
-    return small, exp(vh * vh * -scale)
+    n, m = _exp_factors(vh * vh * -scale, f)
+    return _chebyshev(s, _ERFCX_CHEBYSHEV[: f.erfcx_terms]) * r, exp(rest * -scale), m, n
+
+
+def _erfc_factors(z: FloatTensor, v: FloatTensor, scale: float, f: _Format) -> tuple[FloatTensor, FloatTensor]:
+    """erfc(z) = small * big: small = erfcx(z) exp(-scale (v - vh)(v + vh)) is near erfcx(z) <= 1,
+    big = exp(-scale vh^2) rounds into the denormals where erfc does."""
+    cx, near, m, n = _erfc_parts(z, v, scale, f)
+    return cx * near, n.exp2() * m
 
 
 def _erf_small(x: FloatTensor, f: _Format) -> FloatTensor:
@@ -222,12 +233,18 @@ def _expm1(t: FloatTensor) -> FloatTensor:
 # ---- the ops ----
 
 
-def exp(x: FloatTensor) -> FloatTensor:
-    f = _format(x, "exp")
+def _exp_factors(x: FloatTensor, f: _Format) -> tuple[FloatTensor, FloatTensor]:
+    """e^x = 2^n * m with n an integer and m in [1, 2), so that a caller can multiply m by other
+    factors first and scale by the power of two last, rounding into the denormals once."""
     x = _clamp(x, f.exp_limit)
     n = _floor(x * LOG2E, f)  # so 2^n stays finite wherever e^x does
     r = (x + -(n * f.ln2_hi)) + -(n * f.ln2_lo)  # in [0, ln2), the first product exact
-    return n.exp2() * (r * LOG2E).exp2()
+    return n, (r * LOG2E).exp2()
+
+
+def exp(x: FloatTensor) -> FloatTensor:
+    n, m = _exp_factors(x, _format(x, "exp"))
+    return n.exp2() * m
 
 
 def log(x: FloatTensor) -> FloatTensor:
@@ -276,6 +293,25 @@ def gelu(x: FloatTensor) -> FloatTensor:
     left = is_near.where(half * near, (half * small) * big)  # x Phi(x) for x <= 0; -inf * 0 is NaN as torch
     q = is_near.where(near, small * big) * 0.5  # Phi(-|x|)
     return (-x < 0.0).where(x * (1.0 + -q), left)
+
+
+def gelu_grad(x: FloatTensor) -> FloatTensor:
+    """gelu'(x) = Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi), with Phi(-|x|) as in gelu.
+
+    Far below 0 the terms have opposite signs but do not cancel (x phi is x^2 times Phi), so the sum
+    keeps its accuracy. Past the clamp x phi(x) underflows: 0 (or 1) there, and NaN at +-inf as torch
+    gives (its inf * 0)."""
+    f = _format(x, "gelu")
+    a, limit = abs(x), f.erfc_limit / SQRT1_2
+    v = _at_most(a, limit)
+    z = v * SQRT1_2
+    cx, near, m, n = _erfc_parts(z, v, 0.5, f)  # exp(-x^2 / 2) = near * 2^n * m, n down to -1131
+    q = (z < 0.5).where(1.0 + -_erf_small(z, f), (cx * near) * (n.exp2() * m)) * 0.5  # Phi(-|x|) as in gelu
+    # x phi(x): 2^n alone would underflow before x (up to 17 in size) multiplies it, so the scale
+    # is 2^(n + 64) (exact, n <= 0) and then 2^-64, which rounds into the denormals once
+    slope = ((x * (near * INV_SQRT_2PI) * m) * (n + 64.0).exp2()) * 2.0**-64
+    slope = (a < limit).where(slope, x * 0.0)  # past the clamp it underflows: +-0, and NaN at +-inf as torch
+    return (x < 0.0).where(q, 1.0 + -q) + slope
 
 
 def abs(x: FloatTensor) -> FloatTensor:

@@ -2,11 +2,14 @@
 dtype rules, and the gradients of gather (scatter-add) and dropout. Op-by-op gradients against
 torch live in conformance/test_grad.py."""
 
+import math
+
 import numpy as np
 import pytest
 
 from .. import Tensor, dtypes
 from ..autograd import toposort
+from ..ops import Ops
 
 
 def leaf(values, dtype=dtypes.float64):
@@ -157,3 +160,13 @@ def test_each_leaf_owns_a_contiguous_grad():
     a, b = leaf([1.0, 2.0]), leaf([3.0, 4.0])
     (a + b).sum().backward()
     assert a.grad is not b.grad and a.grad._is_contiguous() and a.grad._buf is not b.grad._buf
+
+
+def test_gelu_is_one_node_differentiated_by_its_own_rule():
+    x = Tensor(np.linspace(-9.0, 9.0, 181), requires_grad=True)
+    y = x.gelu()
+    assert y._ctx.op is Ops.GELU and len(y._ctx.parents) == 1 and y._ctx.parents[0] is x
+    y.sum().backward()
+    want = [0.5 * math.erfc(-v / math.sqrt(2)) + v * math.exp(-v * v / 2) / math.sqrt(2 * math.pi)
+            for v in x.numpy().tolist()]
+    np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-12, atol=1e-300)

@@ -1,6 +1,8 @@
 """Fusion, counted: how many kernels the scheduler makes for the ops the issue names, read from
 GlobalCounters.kernel_count around one realize, with the results checked against numpy."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -149,3 +151,14 @@ def test_an_expensive_operand_of_a_wide_matmul_is_still_stored():
     out = x.exp() @ narrow  # 16 columns: one pass of the kernel's tile shares each exp
     assert count(out) == 1
     np.testing.assert_allclose(out.numpy(), np.exp(x.numpy()) @ narrow.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_a_long_expression_after_a_matmul_runs_apart():
+    # a bias or relu after a matmul runs in its kernel; GELU's ~140 ops there slowed its tile 7x
+    x, w, z = realized(32, 24), realized(24, 48), realized(32, 48)
+    cheap = (x @ w) * z
+    assert count(cheap) == 1
+    long = (x @ w) * z.gelu()
+    assert count(long) == 2
+    gelu = z.numpy() * 0.5 * (1 + np.vectorize(math.erf)(z.numpy() / math.sqrt(2)))
+    np.testing.assert_allclose(long.numpy(), (x.numpy() @ w.numpy()) * gelu, rtol=1e-5, atol=1e-5)
