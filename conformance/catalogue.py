@@ -27,6 +27,7 @@ Tolerances (rtol, atol) for float32 / float64; ints and bools are always compare
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -62,6 +63,7 @@ from .cases import (
     case,
     classes,
     diag_dominant,
+    domain,
     expect,
     is_float,
     key_id,
@@ -504,6 +506,91 @@ add(
     _unary("not", lambda T, x: ~x, np.invert, _BITS),
 )
 
+# ---- tinygrad's surface (surface.py, one file shared by every stage) ----
+
+TRIG = domain(-1.2, 1.2, -1, 1)  # tan: clear of its poles at +-pi/2
+UNIT = domain(-0.95, 0.95, 0, 0)  # asin, acos, atanh: inside (-1, 1)
+AT_LEAST_ONE = domain(1.0, 5.0, 1, 9)  # acosh
+HALVES = domain(-3.0, 3.0, -9, 9, coarse=True)  # round: halves, to see ties go to even
+
+
+# These ops are composites of primitives whose every layout the cases above test, so they take a
+# sample of the layouts (0-d, empty, broadcast, one of each view kind): stage3 compiles a kernel per
+# case, and the full lists would add minutes to its session.
+_SAMPLE = {"0d", "0", "1x1x1", "3x4", "2x3x5", "3x4:T", "2x3x5:X", "6:S", "1x5:E",
+           "0d,0d", "3x4,3x4", "3x4,4", "3x1,1x4", "0d,3x4", "1,0", "3x4:T,3x4:S", "2x3x5:X,2x3x5:R",
+           "4x5", "5x4:T", "4x5,4x5", "5x4:T,5x4:T"}  # and the special values
+
+
+def _sampled(op: Op) -> Op:
+    cases = op.cases
+    return dataclasses.replace(op, cases=lambda dtype: [c for c in cases(dtype) if c.id.split("|")[0] in _SAMPLE])
+
+
+def _np_elu(a: np.ndarray, alpha: float = 1.0) -> np.ndarray:
+    return np.where(a > 0, a, alpha * np.expm1(np.minimum(a, 0)))
+
+
+def _np_softplus(a: np.ndarray, beta: float = 1.0, threshold: float = 20.0) -> np.ndarray:
+    return np.where(a * beta > threshold, a, np.logaddexp(0, a * beta) / beta)
+
+
+add(*map(_sampled, [
+    _unary("floor", lambda T, x: x.floor(), np.floor, NUMERIC, specials=True),
+    _unary("ceil", lambda T, x: x.ceil(), np.ceil, NUMERIC, specials=True),
+    _unary("trunc", lambda T, x: x.trunc(), np.trunc, NUMERIC, specials=True),
+    _unary("round", lambda T, x: x.round(), np.round, NUMERIC, domain=HALVES, specials=True),
+    _unary("tan", lambda T, x: x.tan(), np.tan, NUMERIC, out=_F, domain=TRIG),
+    _unary("atan", lambda T, x: x.atan(), np.arctan, NUMERIC, out=_F, domain=WIDE, specials=True),
+    _unary("asin", lambda T, x: x.asin(), np.arcsin, FLOATS, domain=UNIT),
+    _unary("acos", lambda T, x: x.acos(), np.arccos, FLOATS, domain=UNIT),
+    _unary("sinh", lambda T, x: x.sinh(), np.sinh, NUMERIC, out=_F),
+    _unary("cosh", lambda T, x: x.cosh(), np.cosh, NUMERIC, out=_F),
+    _unary("atanh", lambda T, x: x.atanh(), np.arctanh, FLOATS, domain=UNIT),
+    _unary("asinh", lambda T, x: x.asinh(), np.arcsinh, NUMERIC, out=_F, domain=WIDE),
+    _unary("acosh", lambda T, x: x.acosh(), np.arccosh, FLOATS, domain=AT_LEAST_ONE),
+    _unary("isnan", lambda T, x: x.isnan(), np.isnan, FLOATS, out=to_bool, specials=True),
+    _unary("isinf", lambda T, x: x.isinf(), np.isinf, FLOATS, out=to_bool, specials=True),
+    _unary("isfinite", lambda T, x: x.isfinite(), np.isfinite, FLOATS, out=to_bool, specials=True),
+    _binary("isclose", lambda T, x, y: x.isclose(y), np.isclose, FLOATS, out=to_bool, domain=COARSE,
+            specials=True),
+    _binary("copysign", lambda T, x, y: x.copysign(y), np.copysign, FLOATS, specials=True),
+    _binary("logaddexp", lambda T, x, y: x.logaddexp(y), np.logaddexp, FLOATS, domain=WIDE, specials=True),
+]))
+add(
+    Op("lerp", "elementwise", lambda T, x, y, w: x.lerp(y, w), lambda a, b, w: a + (b - a) * w, FLOATS,
+       fixed([case(Arg((3, 4)), Arg((3, 4)), Arg((3, 4))), case(Arg((2, 3)), Arg((3,)), Arg((2, 1))),
+              case(Arg((4, 3), "T"), Arg((4, 3)), Arg(()))])),
+)
+add(*map(_sampled, [
+    _unary("elu", lambda T, x: x.elu(), _np_elu, FLOATS, domain=WIDE),
+    _unary("elu_alpha", lambda T, x, alpha: x.elu(alpha), _np_elu, FLOATS, domain=WIDE, alpha=0.5),
+    _unary("celu", lambda T, x, alpha: x.celu(alpha), lambda a, alpha: _np_elu(a / alpha) * alpha * (a <= 0)
+           + a * (a > 0), FLOATS, domain=WIDE, alpha=1.5),
+    _unary("selu", lambda T, x: x.selu(), lambda a: 1.0507009873554804934 * _np_elu(a, 1.6732632423543772848),
+           FLOATS, domain=WIDE),
+    _unary("softplus", lambda T, x: x.softplus(), _np_softplus, FLOATS, domain=WIDE, tol=COMPOSITE),
+    _unary("softplus_beta", lambda T, x, beta: x.softplus(beta), _np_softplus, FLOATS, domain=WIDE,
+           tol=COMPOSITE, beta=4.0),
+    _unary("softsign", lambda T, x: x.softsign(), lambda a: a / (1 + np.abs(a)), FLOATS, domain=WIDE),
+    _unary("mish", lambda T, x: x.mish(), lambda a: a * np.tanh(np.logaddexp(0, a)), FLOATS, domain=WIDE,
+           tol=COMPOSITE),
+    _unary("swish", lambda T, x: x.swish(), R.silu, FLOATS, domain=WIDE, tol=COMPOSITE),
+    _unary("quick_gelu", lambda T, x: x.quick_gelu(), lambda a: a * R.sigmoid(1.702 * a), FLOATS, domain=WIDE,
+           tol=COMPOSITE),
+    _unary("relu6", lambda T, x: x.relu6(), lambda a: np.clip(a, 0, 6), FLOATS, domain=domain(-3, 9, -3, 9)),
+    _unary("hardtanh", lambda T, x: x.hardtanh(), lambda a: np.clip(a, -1, 1), FLOATS),
+    _unary("hardsigmoid", lambda T, x: x.hardsigmoid(), lambda a: np.clip(a / 6 + 0.5, 0, 1), FLOATS,
+           domain=WIDE),
+    _unary("hardswish", lambda T, x: x.hardswish(), lambda a: a * np.clip(a + 3, 0, 6) / 6, FLOATS, domain=WIDE),
+    _unary("logsigmoid", lambda T, x: x.logsigmoid(), lambda a: -np.logaddexp(0, -a), FLOATS, domain=WIDE,
+           tol=COMPOSITE),
+    _binary("bitwise_and", lambda T, x, y: x.bitwise_and(y), np.bitwise_and, _BITS),
+    _binary("bitwise_or", lambda T, x, y: x.bitwise_or(y), np.bitwise_or, _BITS),
+    _binary("bitwise_xor", lambda T, x, y: x.bitwise_xor(y), np.bitwise_xor, _BITS),
+    _unary("bitwise_not", lambda T, x: x.bitwise_not(), np.invert, _BITS),
+]))
+
 # ==== reductions ====
 
 
@@ -851,6 +938,37 @@ TORCH: dict[str, Callable[..., Any]] = {
     "where_scalar": lambda t, c, x, y: t.where(c, x, t.tensor(y, dtype=x.dtype)),
     "maximum_scalar": lambda t, x, s: t.maximum(x, t.tensor(s, dtype=x.dtype)),
     "clip_float_bounds": lambda t, x, lo, hi: x.clamp(lo, hi),
+    "floor": lambda t, x: x.floor(),
+    "ceil": lambda t, x: x.ceil(),
+    "trunc": lambda t, x: x.trunc(),
+    "round": lambda t, x: x.round(),
+    "tan": lambda t, x: x.tan(),
+    "atan": lambda t, x: x.atan(),
+    "asin": lambda t, x: x.asin(),
+    "acos": lambda t, x: x.acos(),
+    "sinh": lambda t, x: x.sinh(),
+    "cosh": lambda t, x: x.cosh(),
+    "atanh": lambda t, x: x.atanh(),
+    "asinh": lambda t, x: x.asinh(),
+    "acosh": lambda t, x: x.acosh(),
+    "copysign": lambda t, x, y: t.copysign(x, y),
+    "logaddexp": lambda t, x, y: t.logaddexp(x, y),
+    "lerp": lambda t, x, y, w: x + (y - x) * w,
+    "elu": lambda t, x: t.nn.functional.elu(x),
+    "elu_alpha": lambda t, x, alpha: t.nn.functional.elu(x, alpha),
+    "celu": lambda t, x, alpha: t.nn.functional.celu(x, alpha),
+    "selu": lambda t, x: t.nn.functional.selu(x),
+    "softplus": lambda t, x: t.nn.functional.softplus(x),
+    "softplus_beta": lambda t, x, beta: t.nn.functional.softplus(x, beta),
+    "softsign": lambda t, x: t.nn.functional.softsign(x),
+    "mish": lambda t, x: t.nn.functional.mish(x),
+    "swish": lambda t, x: t.nn.functional.silu(x),
+    "quick_gelu": lambda t, x: x * t.sigmoid(1.702 * x),
+    "relu6": lambda t, x: t.nn.functional.relu6(x),
+    "hardtanh": lambda t, x: t.nn.functional.hardtanh(x),
+    "hardsigmoid": lambda t, x: (x / 6 + 0.5).clamp(0, 1),  # torch's float64 kernel rounds 1/6 to float32
+    "hardswish": lambda t, x: t.nn.functional.hardswish(x),
+    "logsigmoid": lambda t, x: t.nn.functional.logsigmoid(x),
     # reductions
     "sum": _t_reduce("sum"),
     "mean": _t_reduce("mean"),

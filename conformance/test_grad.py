@@ -123,8 +123,9 @@ def _ours(stage, op, inputs: Inputs, params: dict, dtype: str):
         term = (o * T(w, dtype=o.dtype)).sum()
         loss = term if loss is None else loss + term
     loss.backward()
-    grads = [None if leaf is None else (leaf.grad.numpy() if leaf.grad is not None else np.zeros(leaf.shape))
-             for leaf in inputs.leaves]
+    # a leaf the output does not depend on (copysign's sign source) has no grad: zeros of its dtype
+    grads = [None if leaf is None else (leaf.grad.numpy() if leaf.grad is not None
+                                        else np.zeros(leaf.shape, leaf.dtype.np)) for leaf in inputs.leaves]
     return grads, ws
 
 

@@ -24,6 +24,7 @@ from .functional import FunctionalMixin
 from .movement import MovementMixin
 from .reduce import ReduceMixin
 from .shape import MAX_DIMS, Shape, contiguous_strides, is_contiguous, merge_dims, prod
+from .surface import SurfaceMixin
 
 
 def argfix(*x) -> tuple:
@@ -62,7 +63,7 @@ def _from_python(data, dtype: DType | None) -> np.ndarray:
     return arr.astype(dtype.np)
 
 
-class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin):
+class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, SurfaceMixin):
     training: bool = False
 
     def __init__(self, data, dtype=None, device: str | None = None, requires_grad: bool | None = None):

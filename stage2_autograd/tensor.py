@@ -26,6 +26,7 @@ from .movement import MovementMixin
 from .ops import Ops
 from .reduce import ReduceMixin
 from .shape import MAX_DIMS, Shape, contiguous_strides, is_contiguous, merge_dims, prod
+from .surface import SurfaceMixin
 
 
 def argfix(*x) -> tuple:
@@ -64,7 +65,7 @@ def _from_python(data, dtype: DType | None) -> np.ndarray:
     return arr.astype(dtype.np)
 
 
-class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, AutogradMixin):
+class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, SurfaceMixin, AutogradMixin):
     training: bool = False
 
     def __init__(self, data, dtype=None, device: str | None = None, requires_grad: bool | None = None):

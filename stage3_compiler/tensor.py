@@ -28,6 +28,7 @@ from .ops import Ops
 from .realize import realize
 from .reduce import ReduceMixin
 from .shape import MAX_DIMS, Shape, prod
+from .surface import SurfaceMixin
 
 
 def argfix(*x) -> tuple:
@@ -66,7 +67,7 @@ def _from_python(data, dtype: DType | None) -> np.ndarray:
     return arr.astype(dtype.np)
 
 
-class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, AutogradMixin):
+class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, SurfaceMixin, AutogradMixin):
     training: bool = False
 
     def __init__(self, data, dtype=None, device: str | None = None, requires_grad: bool | None = None):

@@ -1,0 +1,308 @@
+"""tinygrad's Tensor surface beyond the core API, written once on that API and shared by every stage.
+
+This file is byte-identical in stage1, stage2 and stage3: it calls only public Tensor methods each
+stage already has (where, comparisons, abs, exp, log, sqrt, sin, cos, tanh, sigmoid, maximum,
+cast, the arithmetic operators), so a stage gets these ops, and in stage2 and stage3 their
+gradients, from its own primitives.
+
+Two rules keep the formulas accurate and their gradients finite:
+- Where a textbook formula cancels (exp(x) - 1 near 0, log(1 + x) near 0, sinh near 0, acosh near
+  1), a short series takes over on a small interval, with as many terms as the dtype needs.
+- Every branch of a `where` gets an input that is safe in that branch (`_safe`), because backward
+  multiplies the unselected branch's derivative by 0, and 0 * inf is NaN.
+
+Rounding (floor, ceil, trunc, round) goes through an int64 round trip, which carries no gradient;
+the result depends on x only through a where, so backward gives 0 as torch does. Integer tensors
+pass through the rounding ops unchanged, as in tinygrad.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Self
+
+from .dtype import dtypes, float_of
+from .hooks import TensorCore
+from .shape import broadcast_shapes
+
+_INTEGRAL = {"float32": 2.0**23, "float64": 2.0**52}  # 2^(p-1): every float this large is an integer
+_HUGE = {"float32": 2.0**12, "float64": 2.0**26}  # where 1 + x^2 rounds to x^2
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def _terms(dtype, float32: int, float64: int) -> int:
+    return float32 if dtype is dtypes.float32 else float64
+
+
+class SurfaceMixin(TensorCore):
+    # ---- helpers ----
+
+    def _floated(self, op: str) -> Self:
+        if self.dtype is dtypes.bool:
+            raise TypeError(f"{op}: not supported for bool tensors of shape {self.shape}")
+        return self.cast(float_of(self.dtype))
+
+    def _other(self, op: str, other) -> Self:
+        """other as a tensor of self's dtype family, after checking that the shapes broadcast, so that
+        a mismatch names this op rather than the first primitive inside it."""
+        if isinstance(other, TensorCore):
+            broadcast_shapes(op, self.shape, other.shape)
+            return other
+        return self * 0 + other
+
+    def _is_integer(self, op: str) -> bool:
+        """Rounding an integer tensor leaves it as it is; a bool tensor is refused."""
+        self._floated(op)
+        return not self.dtype.is_float
+
+    def _safe(self, ok: Self, fallback: float) -> Self:
+        """self where ok, else a harmless constant: the input of a where branch used only where ok."""
+        return ok.where(self, fallback)
+
+    def _magnitude(self) -> Self:
+        """|x| whose derivative at 0 is 1, not abs's 0: for odd functions computed on |x|."""
+        return (self < 0).where(-self, self)
+
+    def _odd(self, r: Self) -> Self:
+        """An odd function from its value r at |x|: -r for negative x, and x itself at +-0 (each
+        odd function here has f(0) = 0 and f'(0) = 1, so both the sign and the gradient hold)."""
+        return (self == 0).where(self, (self < 0).where(-r, r))
+
+    def _signed_zero(self, r: Self) -> Self:
+        """r, except that a zero takes self's sign (numpy's trunc(-0.5) is -0.0), with gradient 0."""
+        return (r == 0).where(self * 0.0, r)
+
+    def _series(self, coeffs: list[float]) -> Self:
+        """sum_k coeffs[k] self^k by Horner's rule."""
+        acc = self * coeffs[-1] + coeffs[-2]
+        for c in reversed(coeffs[:-2]):
+            acc = acc * self + c
+        return acc
+
+    def _expm1(self) -> Self:
+        """e^x - 1: its Taylor series for |x| < 1/2, where exp(x) - 1 would cancel."""
+        small = self.abs() < 0.5
+        n = _terms(self.dtype, 9, 16)
+        x = self._safe(small, 0.0)
+        series = x * x._series([1.0 / math.factorial(k + 1) for k in range(n)])
+        return small.where(series, self._safe(~small, 1.0).exp() - 1.0)
+
+    def _log1p(self) -> Self:
+        """log(1 + x) = 2 atanh(s), s = x / (2 + x), by atanh's series for |x| < 1/2, where
+        log(1 + x) would lose the digits of x that 1 + x rounds away."""
+        small = self.abs() < 0.5
+        n = _terms(self.dtype, 7, 17)
+        s = self._safe(small, 0.0) / (self._safe(small, 0.0) + 2.0)
+        series = s * (s * s)._series([2.0 / (2 * k + 1) for k in range(n)])
+        return small.where(series, (self._safe(~small, 1.0) + 1.0).log())
+
+    # ---- rounding ----
+
+    def trunc(self) -> Self:
+        if self._is_integer("trunc"):
+            return self
+        x = self
+        small = x.abs() < _INTEGRAL[x.dtype.name]  # false for inf and nan: they pass through
+        t = x._safe(small, 0.0).cast(dtypes.int64).cast(x.dtype)  # an int carries no gradient
+        return x._signed_zero(small.where(t, x))
+
+    def floor(self) -> Self:
+        if self._is_integer("floor"):
+            return self
+        t = self.trunc()
+        return (t > self).where(t - 1.0, t)
+
+    def ceil(self) -> Self:
+        if self._is_integer("ceil"):
+            return self
+        t = self.trunc()
+        return (t < self).where(t + 1.0, t)
+
+    def round(self) -> Self:
+        """To the nearest integer, halves to even (numpy, torch and tinygrad alike)."""
+        if self._is_integer("round"):
+            return self
+        f = self.floor()
+        d = self - f  # in [0, 1), exact (rounded only where both choices give 0)
+        odd = (f * 0.5).trunc() * 2.0 != f
+        up = (d > 0.5) | ((d == 0.5) & odd)
+        return self._signed_zero(up.where(f + 1.0, f))
+
+    # ---- float classes ----
+
+    def isnan(self) -> Self:
+        return self != self
+
+    def isinf(self, detect_positive: bool = True, detect_negative: bool = True) -> Self:
+        positive, negative = self == math.inf, self == -math.inf
+        if detect_positive and detect_negative:
+            return positive | negative
+        return positive if detect_positive else negative if detect_negative else positive & negative
+
+    def isfinite(self) -> Self:
+        return (self == self) & (self.abs() != math.inf)
+
+    def isclose(self, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Self:
+        """|self - other| <= atol + rtol |other| for finite values (numpy's and torch's test), and
+        equal values, infinities included."""
+        o = self._other("isclose", other)
+        near = (self - o).abs() <= o.abs() * rtol + atol  # (inf - 1 <= inf * rtol: only finites count)
+        close = (self == o) | (near & self.isfinite() & o.isfinite())
+        return (close | (self.isnan() & o.isnan())) if equal_nan else close
+
+    # ---- sign and interpolation ----
+
+    def copysign(self, other) -> Self:
+        """|self| with the sign of other, its sign bit included (-0.0 counts as negative)."""
+        x = self._floated("copysign")
+        o = x._other("copysign", other)
+        negative = (o < 0) | ((o == 0) & (o.reciprocal() < 0))
+        return negative.where(-x.abs(), x.abs())
+
+    def lerp(self, end, weight) -> Self:
+        if isinstance(weight, TensorCore):
+            broadcast_shapes("lerp", self.shape, getattr(end, "shape", ()), weight.shape)
+        return self + (self._other("lerp", end) - self) * weight
+
+    def logaddexp(self, other) -> Self:
+        """log(e^x + e^y) = max + log1p(e^-|x - y|); x == y (infinities too) is x + ln2."""
+        x = self._floated("logaddexp")
+        y = x._other("logaddexp", other)
+        tie = x == y
+        d = -(x._safe(~tie, 0.0) - y._safe(~tie, 0.0)).abs()
+        return tie.where((x + y) * 0.5 + math.log(2.0), x.maximum(y) + d.exp()._log1p())
+
+    # ---- trigonometric and hyperbolic ----
+
+    def tan(self) -> Self:
+        x = self._floated("tan")
+        return x.sin() / x.cos()
+
+    def atan(self) -> Self:
+        """Three half-angle steps, atan(x) = 2 atan(x / (1 + sqrt(1 + x^2))), bring |x| below
+        tan(pi/16) = 0.2, where atan's odd series converges fast; 8 times that is the answer.
+        Beyond _HUGE, atan(x) = pi/2 - atan(1/x) = pi/2 - 1/x to the last bit."""
+        x = self._floated("atan")
+        a = x.abs()
+        huge = a > _HUGE[x.dtype.name]
+        y = x._safe(~huge, 0.0)
+        for _ in range(3):
+            y = y / ((y * y + 1.0).sqrt() + 1.0)
+        n = _terms(x.dtype, 6, 12)
+        near = y * (y * y)._series([(-1.0) ** k / (2 * k + 1) for k in range(n)]) * 8.0
+        far = math.pi / 2 - a._safe(huge, 1.0).reciprocal()
+        return huge.where((x < 0).where(-far, far), near)
+
+    def asin(self) -> Self:
+        x = self._floated("asin")
+        return (x / ((1.0 - x) * (1.0 + x)).sqrt()).atan()
+
+    def acos(self) -> Self:
+        x = self._floated("acos")
+        return ((1.0 - x) / (1.0 + x)).sqrt().atan() * 2.0
+
+    def sinh(self) -> Self:
+        """Its odd Taylor series for |x| < 1, where (e^x - e^-x) / 2 would cancel."""
+        x = self._floated("sinh")
+        small = x.abs() < 1.0
+        s = x._safe(small, 0.0)
+        n = _terms(x.dtype, 7, 10)
+        series = s * (s * s)._series([1.0 / math.factorial(2 * k + 1) for k in range(n)])
+        big = x._safe(~small, 1.0)
+        return small.where(series, big.exp() * 0.5 - (-big).exp() * 0.5)
+
+    def cosh(self) -> Self:
+        x = self._floated("cosh")
+        return x.exp() * 0.5 + (-x).exp() * 0.5
+
+    def atanh(self) -> Self:
+        """atanh(|x|) = log1p(2|x| / (1 - |x|)) / 2, odd: a log1p of a positive argument."""
+        x = self._floated("atanh")
+        a = x._magnitude()
+        return x._odd((a * 2.0 / (1.0 - a))._log1p() * 0.5)
+
+    def asinh(self) -> Self:
+        """log1p(a + a^2 / (1 + sqrt(1 + a^2))) for a = |x|, which is log(a + sqrt(a^2 + 1)) without
+        its cancellation near 0; beyond _HUGE, log(a) + ln2."""
+        x = self._floated("asinh")
+        a = x._magnitude()
+        huge = a > _HUGE[x.dtype.name]
+        s = a._safe(~huge, 0.0)
+        near = (s + s * s / ((s * s + 1.0).sqrt() + 1.0))._log1p()
+        return x._odd(huge.where(a._safe(huge, 1.0).log() + math.log(2.0), near))
+
+    def acosh(self) -> Self:
+        """log1p(t + sqrt(2t + t^2)) for t = x - 1 (exact near 1, where log(x + sqrt(x^2 - 1))
+        cancels); beyond _HUGE, log(x) + ln2."""
+        x = self._floated("acosh")
+        huge = x > _HUGE[x.dtype.name]
+        t = x._safe(~huge, 1.0) - 1.0
+        near = (t + (t * 2.0 + t * t).sqrt())._log1p()
+        return huge.where(x._safe(huge, 1.0).log() + math.log(2.0), near)
+
+    # ---- activations ----
+
+    def elu(self, alpha: float = 1.0) -> Self:
+        x = self._floated("elu")
+        return (x > 0).where(x, x._safe(~(x > 0), 0.0)._expm1() * alpha)
+
+    def celu(self, alpha: float = 1.0) -> Self:
+        x = self._floated("celu")
+        return (x > 0).where(x, (x._safe(~(x > 0), 0.0) / alpha)._expm1() * alpha)
+
+    def selu(self) -> Self:
+        return self.elu(_SELU_ALPHA) * _SELU_SCALE
+
+    def softplus(self, beta: float = 1.0, threshold: float = 20.0) -> Self:
+        """log(1 + e^(beta x)) / beta as max(bx, 0) + log1p(e^-|bx|), and x itself past the
+        threshold, as torch."""
+        x = self._floated("softplus")
+        bx = x * beta
+        stable = (bx.maximum(0.0) + (-bx.abs()).exp()._log1p()) / beta
+        return (bx > threshold).where(x, stable)
+
+    def softsign(self) -> Self:
+        x = self._floated("softsign")
+        return x / (x.abs() + 1.0)
+
+    def mish(self) -> Self:
+        x = self._floated("mish")
+        return x * x.softplus().tanh()
+
+    def swish(self) -> Self:
+        return self.silu()
+
+    def quick_gelu(self) -> Self:
+        x = self._floated("quick_gelu")
+        return x * (x * 1.702).sigmoid()
+
+    def relu6(self) -> Self:
+        return self.clip(0, 6)
+
+    def hardtanh(self, min_val: float = -1.0, max_val: float = 1.0) -> Self:
+        return self.clip(min_val, max_val)
+
+    def hardsigmoid(self, alpha: float = 1 / 6, beta: float = 0.5) -> Self:
+        return (self._floated("hardsigmoid") * alpha + beta).clip(0.0, 1.0)
+
+    def hardswish(self) -> Self:
+        x = self._floated("hardswish")
+        return x * (x + 3.0).relu6() * (1 / 6)
+
+    def logsigmoid(self) -> Self:
+        return -(-self._floated("logsigmoid")).softplus()
+
+    # ---- bitwise, by name ----
+
+    def bitwise_and(self, other) -> Self:
+        return self & other
+
+    def bitwise_or(self, other) -> Self:
+        return self | other
+
+    def bitwise_xor(self, other) -> Self:
+        return self ^ other
+
+    def bitwise_not(self) -> Self:
+        return ~self
