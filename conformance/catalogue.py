@@ -642,6 +642,41 @@ add(
             axis_cases(), out=accumulate),
 )
 
+# tinygrad's surface (surface.py): any/all, var_mean/std_mean and the scans written on reductions
+_PAIRED = [case(Arg((3, 4)), axis=1, keepdim=False), case(Arg((2, 3, 4)), axis=None, keepdim=False),
+           case(Arg((2, 3, 4), "X"), axis=(0, 2), keepdim=True, correction=0)]
+
+
+_SPECIAL_SCAN = [Case(c.id + "|special", c.args, c.params) for c in
+                 [case(Arg((4, 5), domain=special), axis=1), case(Arg((5, 4), "T", domain=special), axis=0)]]
+
+
+def _np_pair(var: Callable[..., Any]) -> Callable[..., Any]:
+    return lambda a, axis, keepdim, correction=1: (var(a, axis, keepdim, correction),
+                                                   np.mean(a, axis=axis, keepdims=keepdim))
+
+
+add(
+    _reduce("any", lambda T, x, **k: x.any(**k), _np_reduce(np.any), DTYPES, reduce_cases(empty=True),
+            out=to_bool, domain=COARSE, specials=True),
+    _reduce("all", lambda T, x, **k: x.all(**k), _np_reduce(np.all), DTYPES, reduce_cases(empty=True),
+            out=to_bool, domain=COARSE, specials=True),
+    dataclasses.replace(_reduce("var_mean", lambda T, x, **k: x.var_mean(**k), _np_pair(R.var), FLOATS, _PAIRED),
+                        kind="tensors"),
+    dataclasses.replace(_reduce("std_mean", lambda T, x, **k: x.std_mean(**k), _np_pair(R.std), FLOATS, _PAIRED),
+                        kind="tensors"),
+    _reduce("cumprod", lambda T, x, axis: x.cumprod(axis), lambda a, axis: np.cumprod(a, axis), DTYPES,
+            axis_cases(), out=accumulate, domain=SMALL),
+    dataclasses.replace(
+        _reduce("cummax", lambda T, x, axis: x.cummax(axis), lambda a, axis: np.maximum.accumulate(a, axis),
+                DTYPES, axis_cases(), tol=EXACT, compute="same"),
+        cases=lambda dtype: axis_cases() + (_SPECIAL_SCAN if is_float(dtype) else [])),
+    _reduce("cummin", lambda T, x, axis: x.cummin(axis), lambda a, axis: np.minimum.accumulate(a, axis), DTYPES,
+            axis_cases(), tol=EXACT, compute="same"),
+    _reduce("logcumsumexp", lambda T, x, axis: x.logcumsumexp(axis),
+            lambda a, axis: np.logaddexp.accumulate(a, axis), FLOATS, axis_cases(), tol=COMPOSITE),
+)
+
 # Sizes past the kernels' blocks (16-wide unrolled rows, 4096-element chunks, strided columns).
 _LARGE = [case(Arg(s), axis=ax, keepdim=False)
           for s, ax in [((5000,), 0), ((3, 4100), 1), ((4100, 3), 0), ((2, 3000), -1), ((70, 80), None)]]
@@ -981,6 +1016,13 @@ TORCH: dict[str, Callable[..., Any]] = {
     "log_softmax": lambda t, x, axis: t.log_softmax(x, axis),
     "logsumexp": _t_logsumexp,
     "cumsum": lambda t, x, axis: t.cumsum(x, axis),
+    "var_mean": lambda t, x, axis, keepdim, **k: t.var_mean(x, dim=_t_dims(axis) or None, keepdim=keepdim, **k),
+    "std_mean": lambda t, x, axis, keepdim, **k: t.std_mean(x, dim=_t_dims(axis) or None, keepdim=keepdim, **k),
+    "cumprod": lambda t, x, axis: t.cumprod(x, axis),
+    # (torch's cummax/cummin of an empty tensor is cut from the graph: its gradient is x's, empty)
+    "cummax": lambda t, x, axis: t.cummax(x, axis)[0] if x.numel() else x * 1,
+    "cummin": lambda t, x, axis: t.cummin(x, axis)[0] if x.numel() else x * 1,
+    "logcumsumexp": lambda t, x, axis: t.logcumsumexp(x, axis),
     # linear algebra and nn
     "matmul": lambda t, x, y: t.matmul(x, y),
     "dot": lambda t, x, y: t.matmul(x, y),

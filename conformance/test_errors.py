@@ -128,6 +128,10 @@ ERRORS = [
     Bad("argmax-axis", lambda T, s: _ones(T, 2, 3).argmax(axis=5), IndexError, "argmax", shape(2, 3)),
     Bad("softmax-axis", lambda T, s: _ones(T, 2, 3).softmax(2), IndexError, "softmax|max|sum", shape(2, 3)),
     Bad("cumsum-axis", lambda T, s: _ones(T, 2, 3).cumsum(2), IndexError, "cumsum", shape(2, 3)),
+    Bad("cumprod-axis", lambda T, s: _ones(T, 2, 3).cumprod(2), IndexError, "cumprod", shape(2, 3)),
+    Bad("cummax-axis", lambda T, s: _ones(T, 2, 3).cummax(-3), IndexError, "cummax", shape(2, 3)),
+    Bad("any-axis", lambda T, s: _ones(T, 2, 3).any(axis=2), IndexError, "any", shape(2, 3)),
+    Bad("var_mean-axis", lambda T, s: _ones(T, 2, 3).var_mean(axis=3), IndexError, "var_mean", shape(2, 3)),
     Bad("permute-axis", lambda T, s: _ones(T, 2, 3).permute(0, 2), IndexError, "permute", shape(2, 3)),
     Bad("transpose-axis", lambda T, s: _ones(T, 2, 3).transpose(0, 2), IndexError, r"transpose|permute",
         shape(2, 3)),
@@ -148,6 +152,7 @@ ERRORS = [
     Bad("floor-bool", lambda T, s: T([True, False]).floor(), TypeError, "floor", "bool"),
     Bad("sinh-bool", lambda T, s: T([True, False]).sinh(), TypeError, "sinh", "bool"),
     Bad("elu-bool", lambda T, s: T([True]).elu(), TypeError, "elu", "bool"),
+    Bad("logcumsumexp-bool", lambda T, s: T([True]).logcumsumexp(), TypeError, "logcumsumexp", "bool"),
     Bad("bitwise_and-float", lambda T, s: _ones(T, 2).bitwise_and(_ones(T, 2)), TypeError, r"and|bitwise",
         "float32"),
     # RuntimeError: devices

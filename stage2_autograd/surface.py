@@ -23,7 +23,7 @@ from typing import Self
 
 from .dtype import dtypes, float_of
 from .hooks import TensorCore
-from .shape import broadcast_shapes
+from .shape import broadcast_shapes, normalize_axes, normalize_axis
 
 _INTEGRAL = {"float32": 2.0**23, "float64": 2.0**52}  # 2^(p-1): every float this large is an integer
 _HUGE = {"float32": 2.0**12, "float64": 2.0**26}  # where 1 + x^2 rounds to x^2
@@ -292,6 +292,64 @@ class SurfaceMixin(TensorCore):
 
     def logsigmoid(self) -> Self:
         return -(-self._floated("logsigmoid")).softplus()
+
+    # ---- reductions and scans ----
+
+    def any(self, axis=None, keepdim: bool = False) -> Self:
+        normalize_axes("any", axis, self.ndim, self.shape)  # so that a bad axis names this op
+        return (self != 0).sum(axis, keepdim=keepdim) > 0  # a count: False over nothing, as numpy
+
+    def all(self, axis=None, keepdim: bool = False) -> Self:
+        normalize_axes("all", axis, self.ndim, self.shape)
+        return (self == 0).sum(axis, keepdim=keepdim) == 0  # True over nothing
+
+    def var_mean(self, axis=None, keepdim: bool = False, correction: int = 1) -> tuple[Self, Self]:
+        normalize_axes("var_mean", axis, self.ndim, self.shape)
+        return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
+
+    def std_mean(self, axis=None, keepdim: bool = False, correction: int = 1) -> tuple[Self, Self]:
+        normalize_axes("std_mean", axis, self.ndim, self.shape)
+        return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
+
+    def _scan(self, op: str, axis: int | None, fill, reduce: str) -> Self:
+        """out[i] = reduce over j <= i of x[j] along axis: x seen along a new axis a + 1 beside it,
+        replaced by `fill` (the reduction's identity) where j > i, then reduced over a + 1. It holds
+        n^2 elements per line, fine for the lengths a scan sees here (stage1 and stage2's cumsum
+        are kernels)."""
+        if axis is None:
+            return self.flatten()._scan(op, 0, fill, reduce)
+        if self.ndim == 0:
+            return self.reshape(1)._scan(op, 0, fill, reduce).reshape(())
+        a = normalize_axis(op, axis, self.ndim, self.shape)
+        n = self.shape[a]
+        earlier = self.arange(n, device=self.device).reshape(-1, 1) >= self.arange(n, device=self.device).reshape(1, -1)
+        earlier = earlier.reshape((1,) * a + (n, n) + (1,) * (self.ndim - a - 1))
+        masked = earlier.where(self.unsqueeze(a), self.full((), fill, self.dtype, self.device))
+        return getattr(masked, reduce)(a + 1)
+
+    def _extreme_value(self, largest: bool):
+        if self.dtype.is_float:
+            return math.inf if largest else -math.inf
+        if self.dtype is dtypes.bool:
+            return largest
+        bits = 8 * self.dtype.itemsize - 1
+        return 2**bits - 1 if largest else -(2**bits)
+
+    def cumprod(self, axis: int | None = 0) -> Self:
+        return self._scan("cumprod", axis, 1, "prod")
+
+    def cummax(self, axis: int | None = 0) -> Self:
+        """The running maximum (values only, as tinygrad; NaN, once seen, stays)."""
+        return self._scan("cummax", axis, self._extreme_value(False), "max")
+
+    def cummin(self, axis: int | None = 0) -> Self:
+        return self._scan("cummin", axis, self._extreme_value(True), "min")
+
+    def logcumsumexp(self, axis: int | None = 0) -> Self:
+        """log of the running sum of exp, each prefix by logsumexp (its own maximum subtracted, so a
+        small early term is not lost to a later large one)."""
+        x = self._floated("logcumsumexp")
+        return x._scan("logcumsumexp", axis, -math.inf, "logsumexp")
 
     # ---- bitwise, by name ----
 
