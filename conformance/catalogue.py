@@ -677,6 +677,56 @@ add(
             lambda a, axis: np.logaddexp.accumulate(a, axis), FLOATS, axis_cases(), tol=COMPOSITE),
 )
 
+# tinygrad's surface (surface.py): indexing ops written on where, sum and views
+
+
+def _np_gather(a: np.ndarray, i: np.ndarray, dim: int) -> np.ndarray:
+    """torch's gather: index may be smaller than the input on the other dims."""
+    d = dim % a.ndim
+    return np.take_along_axis(a[tuple(slice(None) if k == d else slice(0, n) for k, n in enumerate(i.shape))], i, d)
+
+
+_FLAGS = {"dtype": "bool"}
+
+add(
+    Op("masked_fill", "movement", lambda T, x, m, value: x.masked_fill(m, value),
+       lambda a, m, value: np.where(m, value, a), NUMERIC,
+       fixed([case(Arg((3, 4)), Arg((3, 4), **_FLAGS), value=2), case(Arg((2, 3, 4)), Arg((3, 1), **_FLAGS), value=2),
+              case(Arg((3, 4), "T"), Arg((4,), **_FLAGS), value=2), case(Arg((0, 4)), Arg((4,), **_FLAGS), value=2)]),
+       out=lambda dt, value: with_scalar(dt, value), compute="same", tol=EXACT),
+    Op("gather", "movement", lambda T, x, i, dim: x.gather(dim, i), _np_gather, DTYPES,
+       fixed([case(Arg((3, 4, 5)), Arg((3, 2, 5), dtype="int64", domain=classes(4)), dim=1),
+              case(Arg((4, 3)), Arg((6, 3), dtype="int64", domain=classes(4)), dim=0),
+              case(Arg((4, 3), "T"), Arg((2, 2), dtype="int64", domain=classes(3)), dim=-1),
+              case(Arg((4, 3)), Arg((0, 3), dtype="int64", domain=classes(4)), dim=0)]), compute="same", tol=EXACT),
+    Op("roll", "movement", lambda T, x, shifts, dims: x.roll(shifts, dims),
+       lambda a, shifts, dims: np.roll(a, shifts, dims), DTYPES,
+       fixed([case(Arg((3, 4, 5)), shifts=2, dims=1), case(Arg((3, 4)), shifts=(1, -3), dims=(0, 1)),
+              case(Arg((3, 4), "T"), shifts=5, dims=None), case(Arg((0, 3)), shifts=1, dims=0)]),
+       compute="same", tol=EXACT),
+    Op("diag", "movement", lambda T, x: x.diag(), np.diag, DTYPES,
+       fixed([case(Arg((4,))), case(Arg((3, 4))), case(Arg((3, 3), "T")), case(Arg((0,)))]), compute="same",
+       tol=EXACT),
+    Op("diagonal", "movement", lambda T, x, **k: x.diagonal(**k),
+       lambda a, offset=0, dim1=0, dim2=1: np.diagonal(a, offset, dim1, dim2), DTYPES,
+       fixed([case(Arg((3, 4))), case(Arg((3, 4, 5)), offset=1, dim1=1, dim2=2),
+              case(Arg((3, 4, 5), "X"), offset=-2, dim1=2, dim2=0), case(Arg((3, 4)), offset=7)]),
+       compute="same", tol=EXACT),
+    Op("repeat_interleave", "movement", lambda T, x, repeats, dim: x.repeat_interleave(repeats, dim),
+       lambda a, repeats, dim: np.repeat(a, repeats, dim), DTYPES,
+       fixed([case(Arg((3, 4)), repeats=2, dim=1), case(Arg((2, 3, 4), "T"), repeats=3, dim=0),
+              case(Arg((3, 4)), repeats=2, dim=None), case(Arg((3, 4)), repeats=0, dim=-1)]),
+       compute="same", tol=EXACT),
+    Op("meshgrid", "movement", lambda T, x, *others, indexing: x.meshgrid(*others, indexing=indexing),
+       lambda *arrays, indexing: np.meshgrid(*arrays, indexing=indexing), DTYPES,
+       fixed([case(Arg((3,)), Arg((2,)), indexing="ij"), case(Arg((3,)), Arg((2,)), Arg((4,)), indexing="xy"),
+              case(Arg((3,)), Arg((0,)), indexing="xy")]), compute="same", tol=EXACT, kind="tensors"),
+    Op("scaled_uniform", "creation", lambda T, shape: T.scaled_uniform(*shape), None, ("float32",), _INIT,
+       kind="random", check=R.init_law(lambda shape: math.prod(shape) ** -0.5)),
+    Op("kaiming_normal", "creation", lambda T, shape: T.kaiming_normal(*shape), None, ("float32",), _INIT,
+       kind="random", check=R.normal_init_law(lambda shape: R.kaiming_bound(shape) / math.sqrt(3.0))),
+)
+
 # Sizes past the kernels' blocks (16-wide unrolled rows, 4096-element chunks, strided columns).
 _LARGE = [case(Arg(s), axis=ax, keepdim=False)
           for s, ax in [((5000,), 0), ((3, 4100), 1), ((4100, 3), 0), ((2, 3000), -1), ((70, 80), None)]]
@@ -1018,6 +1068,13 @@ TORCH: dict[str, Callable[..., Any]] = {
     "cumsum": lambda t, x, axis: t.cumsum(x, axis),
     "var_mean": lambda t, x, axis, keepdim, **k: t.var_mean(x, dim=_t_dims(axis) or None, keepdim=keepdim, **k),
     "std_mean": lambda t, x, axis, keepdim, **k: t.std_mean(x, dim=_t_dims(axis) or None, keepdim=keepdim, **k),
+    "masked_fill": lambda t, x, m, value: x.masked_fill(m, value),
+    "gather": lambda t, x, i, dim: t.gather(x, dim, i),
+    "roll": lambda t, x, shifts, dims: t.roll(x, shifts, dims),
+    "diag": lambda t, x: t.diag(x),
+    "diagonal": lambda t, x, **k: t.diagonal(x, **k),
+    "repeat_interleave": lambda t, x, repeats, dim: t.repeat_interleave(x, repeats, dim),
+    "meshgrid": lambda t, *xs, indexing: t.meshgrid(*xs, indexing=indexing),
     "cumprod": lambda t, x, axis: t.cumprod(x, axis),
     # (torch's cummax/cummin of an empty tensor is cut from the graph: its gradient is x's, empty)
     "cummax": lambda t, x, axis: t.cummax(x, axis)[0] if x.numel() else x * 1,

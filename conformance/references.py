@@ -242,6 +242,16 @@ def init_law(bound: Callable[[tuple], float]) -> Callable[..., None]:
     return check
 
 
+def normal_init_law(std: Callable[[tuple], float]) -> Callable[..., None]:
+    """Normal initialisers: centred, with the law's standard deviation (to 5%)."""
+
+    def check(x: np.ndarray, shape: tuple, **_: Any) -> None:
+        s = std(shape)
+        expect(abs(x.mean()) < 7 * s / math.sqrt(x.size) and abs(x.std() - s) < 0.05 * s, (x.mean(), x.std(), s))
+
+    return check
+
+
 def kaiming_bound(shape: tuple, a: float = 0.01) -> float:
     return math.sqrt(2.0 / (1 + a * a)) * math.sqrt(3.0 / math.prod(shape[1:]))
 

@@ -31,6 +31,11 @@ _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
 
 
+def _shape(args: tuple) -> tuple:
+    """f(2, 3) and f((2, 3)) alike."""
+    return tuple(args[0]) if len(args) == 1 and isinstance(args[0], (tuple, list)) else tuple(args)
+
+
 def _terms(dtype, float32: int, float64: int) -> int:
     return float32 if dtype is dtypes.float32 else float64
 
@@ -350,6 +355,125 @@ class SurfaceMixin(TensorCore):
         small early term is not lost to a later large one)."""
         x = self._floated("logcumsumexp")
         return x._scan("logcumsumexp", axis, -math.inf, "logsumexp")
+
+    # ---- indexing ----
+
+    def masked_fill(self, mask: Self, value) -> Self:
+        broadcast_shapes("masked_fill", self.shape, mask.shape)
+        return mask.where(value, self)
+
+    def gather(self, dim: int, index: Self) -> Self:
+        """out[..i..] = self[..index[..i..]..] along dim (torch's gather): each index compared with
+        every position along dim, the match selected and summed over them, so the gradient flows
+        back through the select. Index values are checked (one read back to Python)."""
+        d = normalize_axis("gather", dim, self.ndim, self.shape)
+        if not isinstance(index, TensorCore) or index.dtype.is_float or index.dtype is dtypes.bool:
+            raise TypeError(f"gather: index must be an int tensor, got {getattr(index, 'dtype', type(index))}")
+        if index.ndim != self.ndim or any(i > n for k, (i, n) in enumerate(zip(index.shape, self.shape, strict=True))
+                                          if k != d):
+            raise ValueError(f"gather: index of shape {index.shape} does not fit input {self.shape} on dim {d}: "
+                             "same ndim, and no larger on the other dims")
+        n = self.shape[d]
+        if index.numel() and (int(index.min().item()) < 0 or int(index.max().item()) >= n):
+            raise IndexError(f"gather: index values must lie in [0, {n}) for input {self.shape} on dim {d}")
+        x = self.shrink(tuple(None if k == d else (0, i) for k, i in enumerate(index.shape)))
+        positions = self.arange(n, device=self.device).reshape((1,) * (d + 1) + (n,) + (1,) * (self.ndim - d - 1))
+        hit = index.unsqueeze(d + 1) == positions  # (.., m, n, ..): index d's value is position n?
+        picked = hit.where(x.unsqueeze(d), self.full((), 0, self.dtype, self.device)).sum(d + 1)
+        return picked.cast(self.dtype)
+
+    def roll(self, shifts, dims=None) -> Self:
+        """Elements shifted along dims, wrapping around (torch's roll); no dims: over the flat tensor."""
+        if dims is None:
+            return self.flatten().roll(shifts, 0).reshape(self.shape)
+        shifts, dims = (shifts, dims) if isinstance(shifts, (tuple, list)) else ((shifts,), (dims,))
+        if len(shifts) != len(dims):
+            raise ValueError(f"roll: {len(shifts)} shifts for {len(dims)} dims on shape {self.shape}")
+        out = self
+        for shift, dim in zip(shifts, dims, strict=True):
+            d = normalize_axis("roll", dim, self.ndim, self.shape)
+            n = self.shape[d]
+            s = shift % n if n else 0
+            if s:
+                tail = out.shrink(tuple((n - s, n) if k == d else None for k in range(self.ndim)))
+                head = out.shrink(tuple((0, n - s) if k == d else None for k in range(self.ndim)))
+                out = tail.cat(head, dim=d)
+        return out
+
+    def diag(self) -> Self:
+        """A 1-D tensor as the diagonal of a square matrix; a 2-D one's main diagonal (torch's diag)."""
+        if self.ndim == 2:
+            return self.diagonal()
+        if self.ndim != 1:
+            raise ValueError(f"diag: expected a 1-D or 2-D tensor, got shape {self.shape}")
+        n = self.shape[0]
+        eye = self.arange(n, device=self.device).reshape(n, 1) == self.arange(n, device=self.device).reshape(1, n)
+        return eye.where(self.reshape(n, 1), self.full((), 0, self.dtype, self.device))
+
+    def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Self:
+        """The diagonal of dims (dim1, dim2) as a new last dim (torch's diagonal), by views only:
+        a k x k block flattened, padded by k and read as rows of k + 1 has the diagonal in its first column."""
+        if self.ndim < 2:
+            raise ValueError(f"diagonal: expected at least 2 dims, got shape {self.shape}")
+        a, b = normalize_axis("diagonal", dim1, self.ndim, self.shape), normalize_axis("diagonal", dim2, self.ndim,
+                                                                                          self.shape)
+        if a == b:
+            raise ValueError(f"diagonal: dim1 and dim2 are the same dim {a} of shape {self.shape}")
+        x = self.permute(*[k for k in range(self.ndim) if k not in (a, b)], a, b)
+        rows, cols = x.shape[-2], x.shape[-1]
+        r0, c0 = max(-offset, 0), max(offset, 0)
+        k = max(min(rows - r0, cols - c0), 0)
+        lead = x.shape[:-2]
+        r0, c0 = min(r0, rows), min(c0, cols)
+        x = x.shrink(tuple(None for _ in lead) + ((r0, r0 + k), (c0, c0 + k)))
+        if k == 0:
+            return x.reshape(lead + (0,))
+        flat = x.reshape(lead + (k * k,)).pad(tuple((0, 0) for _ in lead) + ((0, k),))
+        return flat.reshape(lead + (k, k + 1)).shrink(tuple(None for _ in lead) + (None, (0, 1))).reshape(lead + (k,))
+
+    def repeat_interleave(self, repeats: int, dim: int | None = None) -> Self:
+        """Each element repeated `repeats` times in place along dim (flattened first when dim is None)."""
+        if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 0:
+            raise TypeError(f"repeat_interleave: repeats must be an int >= 0, got {repeats!r} (tensor repeats are "
+                            "not supported)")
+        if dim is None:
+            return self.flatten().repeat_interleave(repeats, 0)
+        d = normalize_axis("repeat_interleave", dim, self.ndim, self.shape)
+        x = self.unsqueeze(d + 1)
+        shape = x.shape[: d + 1] + (repeats,) + x.shape[d + 2:]
+        return x.expand(shape).reshape(self.shape[:d] + (self.shape[d] * repeats,) + self.shape[d + 1:])
+
+    def meshgrid(self, *others: Self, indexing: str = "ij") -> tuple[Self, ...]:
+        """Coordinate grids from 1-D tensors (numpy's meshgrid: "ij" or "xy", which swaps the first two)."""
+        if indexing not in ("ij", "xy"):
+            raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+        tensors = (self, *others)
+        if any(t.ndim != 1 for t in tensors):
+            raise ValueError(f"meshgrid: expected 1-D tensors, got shapes {[t.shape for t in tensors]}")
+        sizes = [t.shape[0] for t in tensors]
+        if indexing == "xy" and len(sizes) > 1:
+            sizes[0], sizes[1] = sizes[1], sizes[0]
+        grids = []
+        for i, t in enumerate(tensors):
+            axis = (1 - i if i < 2 else i) if indexing == "xy" and len(sizes) > 1 else i
+            grids.append(t.reshape(tuple(-1 if k == axis else 1 for k in range(len(sizes)))).expand(tuple(sizes)))
+        return tuple(grids)
+
+    # ---- initializers ----
+
+    @classmethod
+    def scaled_uniform(cls, *shape, **kwargs) -> Self:
+        """Uniform in [-1, 1) / sqrt(numel) (tinygrad's)."""
+        shape = _shape(shape)
+        bound = math.prod(shape) ** -0.5
+        return cls.uniform(*shape, low=-bound, high=bound, **kwargs)
+
+    @classmethod
+    def kaiming_normal(cls, *shape, a: float = 0.01, **kwargs) -> Self:
+        """Normal with std sqrt(2 / (1 + a^2)) / sqrt(fan_in), fan_in the product of shape[1:]."""
+        shape = _shape(shape)
+        std = math.sqrt(2.0 / (1 + a * a)) / math.sqrt(math.prod(shape[1:]))
+        return cls.normal(*shape, mean=0.0, std=std, **kwargs)
 
     # ---- bitwise, by name ----
 
