@@ -688,6 +688,31 @@ def _np_gather(a: np.ndarray, i: np.ndarray, dim: int) -> np.ndarray:
 
 _FLAGS = {"dtype": "bool"}
 
+
+def _np_argsort(a: np.ndarray, dim: int, descending: bool) -> np.ndarray:
+    """Stable; descending keeps equal elements in their order, as torch's stable sort."""
+    return np.argsort(-a.astype(np.float64) if descending else a, axis=dim, kind="stable")
+
+
+def _np_sort(a: np.ndarray, dim: int, descending: bool) -> tuple[np.ndarray, np.ndarray]:
+    i = _np_argsort(a, dim, descending)
+    return np.take_along_axis(a, i, dim), i
+
+
+def _np_topk(a: np.ndarray, k: int, dim: int, largest: bool) -> tuple[np.ndarray, np.ndarray]:
+    v, i = _np_sort(a, dim, largest)
+    keep = tuple(slice(0, k) if d == dim % a.ndim else slice(None) for d in range(a.ndim))
+    return v[keep], i[keep]
+
+
+_SORTS = [case(Arg((3, 6)), dim=1, descending=False), case(Arg((3, 6)), dim=0, descending=True),
+          case(Arg((2, 3, 4), "X"), dim=-1, descending=True), case(Arg((5,)), dim=0, descending=False),
+          case(Arg((0, 3)), dim=1, descending=False)]
+_TOPK = [case(Arg((3, 6)), k=2, dim=1, largest=True), case(Arg((4, 3)), k=4, dim=0, largest=False),
+         case(Arg((2, 3, 4), "T"), k=0, dim=-1, largest=True)]
+_SORT_SPECIAL = [Case(c.id + "|special", c.args, c.params)
+                 for c in [case(Arg((4, 5), domain=special), dim=1, descending=False)]]
+
 add(
     Op("masked_fill", "movement", lambda T, x, m, value: x.masked_fill(m, value),
        lambda a, m, value: np.where(m, value, a), NUMERIC,
@@ -721,6 +746,20 @@ add(
        lambda *arrays, indexing: np.meshgrid(*arrays, indexing=indexing), DTYPES,
        fixed([case(Arg((3,)), Arg((2,)), indexing="ij"), case(Arg((3,)), Arg((2,)), Arg((4,)), indexing="xy"),
               case(Arg((3,)), Arg((0,)), indexing="xy")]), compute="same", tol=EXACT, kind="tensors"),
+    # sort and topk return (values, indices): each piece is its own entry, the values' with a gradient
+    Op("sort", "reduction", lambda T, x, dim, descending: x.sort(dim, descending)[0],
+       lambda a, **k: _np_sort(a, **k)[0], DTYPES, lambda dtype: _SORTS + (_SORT_SPECIAL if is_float(dtype) else []),
+       domain=COARSE, compute="same", tol=EXACT),
+    Op("sort_indices", "reduction", lambda T, x, dim, descending: x.sort(dim, descending)[1],
+       lambda a, **k: _np_sort(a, **k)[1], DTYPES, lambda dtype: _SORTS + (_SORT_SPECIAL if is_float(dtype) else []),
+       out=to_int64, domain=COARSE, compute="same", tol=EXACT, capability="sort"),
+    Op("argsort", "reduction", lambda T, x, dim, descending: x.argsort(dim, descending), _np_argsort, DTYPES,
+       fixed(_SORTS), out=to_int64, domain=COARSE, compute="same", tol=EXACT),
+    Op("topk", "reduction", lambda T, x, k, dim, largest: x.topk(k, dim, largest)[0],
+       lambda a, **kw: _np_topk(a, **kw)[0], DTYPES, fixed(_TOPK), domain=COARSE, compute="same", tol=EXACT),
+    Op("topk_indices", "reduction", lambda T, x, k, dim, largest: x.topk(k, dim, largest)[1],
+       lambda a, **kw: _np_topk(a, **kw)[1], DTYPES, fixed(_TOPK), out=to_int64, domain=COARSE, compute="same",
+       tol=EXACT, capability="topk"),
     Op("scaled_uniform", "creation", lambda T, shape: T.scaled_uniform(*shape), None, ("float32",), _INIT,
        kind="random", check=R.init_law(lambda shape: math.prod(shape) ** -0.5)),
     Op("kaiming_normal", "creation", lambda T, shape: T.kaiming_normal(*shape), None, ("float32",), _INIT,
@@ -1068,6 +1107,8 @@ TORCH: dict[str, Callable[..., Any]] = {
     "cumsum": lambda t, x, axis: t.cumsum(x, axis),
     "var_mean": lambda t, x, axis, keepdim, **k: t.var_mean(x, dim=_t_dims(axis) or None, keepdim=keepdim, **k),
     "std_mean": lambda t, x, axis, keepdim, **k: t.std_mean(x, dim=_t_dims(axis) or None, keepdim=keepdim, **k),
+    "sort": lambda t, x, dim, descending: t.sort(x, dim=dim, descending=descending, stable=True)[0],
+    "topk": lambda t, x, k, dim, largest: t.topk(x, k, dim, largest)[0],
     "masked_fill": lambda t, x, m, value: x.masked_fill(m, value),
     "gather": lambda t, x, i, dim: t.gather(x, dim, i),
     "roll": lambda t, x, shifts, dims: t.roll(x, shifts, dims),
