@@ -820,6 +820,8 @@ _ATTENTION = [case(Arg((2, 3, lq, 8)), Arg((2, 3, lk, 8)), Arg((2, 3, lk, 4)), i
 _ATTENTION += [case(Arg((2, 5, 8)), Arg((2, 6, 8)), Arg((2, 6, 4)),
                     Arg((5, 6), dtype="bool", domain=attention_mask), is_causal=False),
                case(Arg((2, 5, 8), "F"), Arg((2, 5, 8), "T"), Arg((2, 5, 4), "S"), is_causal=True)]
+_GQA = [case(Arg((2, 6, 5, 8)), Arg((2, 2, 7, 8)), Arg((2, 2, 7, 4)), is_causal=False),
+        case(Arg((1, 4, 5, 8)), Arg((1, 1, 5, 8)), Arg((1, 1, 5, 4)), is_causal=True)]
 
 
 def _labels(shape: tuple, n: int, layout: str = "C") -> Arg:
@@ -857,6 +859,11 @@ add(
     _nn("scaled_dot_product_attention", _attention,
         lambda q, k, v, *m, is_causal: R.attention(q, k, v, *m, is_causal=is_causal), _ATTENTION,
         tol=COMPOSITE),
+    _nn("scaled_dot_product_attention_gqa",
+        lambda T, q, k, v, is_causal: q.scaled_dot_product_attention(k, v, is_causal=is_causal, enable_gqa=True),
+        lambda q, k, v, is_causal: R.attention(q, np.repeat(k, q.shape[-3] // k.shape[-3], -3),
+                                               np.repeat(v, q.shape[-3] // v.shape[-3], -3), is_causal=is_causal),
+        _GQA, tol=COMPOSITE, capability="scaled_dot_product_attention"),
     _nn("cross_entropy", lambda T, x, y: x.cross_entropy(y), R.cross_entropy,
         [case(Arg((6, 5)), _labels((6,), 5)), case(Arg((1, 3)), _labels((1,), 3)),
          case(Arg((4, 5), "T"), _labels((4,), 5, "F")), case(Arg((6, 5)), Arg((6, 5), domain=probabilities))],
@@ -873,6 +880,22 @@ add(
         R.binary_crossentropy_logits,
         [case(Arg((10,), domain=WIDE), Arg((10,))), case(Arg((3, 4), "F", domain=WIDE), Arg((3, 4)))],
         domain=PROB, tol=COMPOSITE),
+    _nn("binary_crossentropy_logits_pos_weight", lambda T, x, y, w: x.binary_crossentropy_logits(y, pos_weight=w),
+        lambda x, y, w: -np.mean(w * y * np.log(R.sigmoid(x)) + (1 - y) * np.log(R.sigmoid(-x))),
+        [case(Arg((6, 3), domain=WIDE), Arg((6, 3)), Arg((3,), domain=POSITIVE)),
+         case(Arg((4, 3), "T", domain=WIDE), Arg((4, 3)), Arg((4, 3), domain=POSITIVE))],
+        domain=PROB, tol=COMPOSITE, capability="binary_crossentropy_logits"),
+    _nn("nll_loss", lambda T, x, y, **k: x.nll_loss(y, **k), R.nll_loss,
+        [case(Arg((6, 5)), _labels((6,), 5)), case(Arg((2, 5, 3)), _labels((2, 3), 5), reduction="sum"),
+         case(Arg((4, 5), "T"), Arg((4,), dtype="int64", domain=labels_with_ignored), ignore_index=-1),
+         case(Arg((6, 5)), _labels((6,), 5), reduction="none")], tol=COMPOSITE),
+    _nn("nll_loss_weight", lambda T, x, y, w: x.nll_loss(y, w), lambda x, y, w: R.nll_loss(x, y, w),
+        [case(Arg((6, 5)), _labels((6,), 5), Arg((5,), domain=POSITIVE))], tol=COMPOSITE, capability="nll_loss"),
+    _nn("einsum", lambda T, *xs, formula: T.einsum(formula, *xs), lambda *a, formula: np.einsum(formula, *a),
+        [case(Arg((3, 4)), Arg((4, 5)), formula="ij,jk->ik"), case(Arg((3, 4)), Arg((4, 5)), formula="ij,jk"),
+         case(Arg((2, 3, 4), "X"), formula="bij->jb"), case(Arg((2, 3, 4)), Arg((4, 5)), formula="bij,jk->bik"),
+         case(Arg((3, 4)), Arg((3, 4), "T"), formula="ij,ij->"), case(Arg((3,)), Arg((4,)), formula="i,j->ij"),
+         case(Arg((2, 3)), Arg((3, 4)), Arg((4,)), formula="ab,bc,c->a")]),
     _nn("solve", lambda T, a, b: a.solve(b), np.linalg.solve,
         [case(Arg((n, n), domain=diag_dominant), Arg(b)) for n, b in [(1, (1,)), (4, (4,)), (7, (7, 3))]]
         + [case(Arg((5, 5), "T", domain=diag_dominant), Arg((5, 2), "F"))], tol=SOLVE),
@@ -1130,6 +1153,13 @@ TORCH: dict[str, Callable[..., Any]] = {
     "max_pool2d": _t_pool("max"),
     "avg_pool2d": _t_pool("avg"),
     "scaled_dot_product_attention": _t_attention,
+    "scaled_dot_product_attention_gqa": lambda t, q, k, v, is_causal: t.nn.functional.scaled_dot_product_attention(
+        q, k, v, is_causal=is_causal, enable_gqa=True),
+    "binary_crossentropy_logits_pos_weight": lambda t, x, y, w: t.nn.functional.binary_cross_entropy_with_logits(
+        x, y, pos_weight=w),
+    "nll_loss": lambda t, x, y, **k: t.nn.functional.nll_loss(x, y, **k),
+    "nll_loss_weight": lambda t, x, y, w: t.nn.functional.nll_loss(x, y, w),
+    "einsum": lambda t, *xs, formula: t.einsum(formula, *xs),
     "cross_entropy": _t_cross_entropy,
     "sparse_categorical_crossentropy": _t_sparse,
     "binary_crossentropy": _t_bce,

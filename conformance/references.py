@@ -212,6 +212,17 @@ def binary_crossentropy(p, y) -> np.ndarray:
     return -(y * np.log(p) + (1 - y) * np.log(1 - p)).mean()
 
 
+def nll_loss(x, y, weight=None, ignore_index: int = -100, reduction: str = "mean") -> np.ndarray:
+    """torch's nll_loss: class dim 1 (or 0 for one sample), weights of the kept targets as the mean's divisor."""
+    x = np.moveaxis(x, 1, -1) if x.ndim >= 2 else x
+    kept = y != ignore_index
+    labels = np.where(kept, y, 0)
+    picked = np.take_along_axis(x, labels[..., None], -1)[..., 0]
+    w = np.where(kept, (weight[labels] if weight is not None else 1.0), 0.0)
+    loss = -w * np.where(kept, picked, 0.0)
+    return {"none": loss, "sum": loss.sum(), "mean": loss.sum() / w.sum()}[reduction]
+
+
 def binary_crossentropy_logits(x, y) -> np.ndarray:
     return binary_crossentropy(sigmoid(x), y)
 

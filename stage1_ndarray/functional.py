@@ -169,8 +169,15 @@ class FunctionalMixin(TensorCore):
     # ---- attention ----
 
     def scaled_dot_product_attention(self, key, value, attn_mask=None, dropout_p: float = 0.0,
-                                     is_causal: bool = False) -> Self:
-        """softmax(q @ k^T / sqrt(d) + mask) @ v; self is the query (..., T, d)."""
+                                     is_causal: bool = False, enable_gqa: bool = False) -> Self:
+        """softmax(q @ k^T / sqrt(d) + mask) @ v; self is the query (..., H, T, d). With enable_gqa,
+        key and value may have fewer heads (dim -3), each shared by a group of query heads."""
+        if enable_gqa and self.ndim >= 3 and key.ndim >= 3 and key.shape[-3] != self.shape[-3]:
+            if key.shape[-3] == 0 or self.shape[-3] % key.shape[-3] or value.shape[-3] != key.shape[-3]:
+                raise ValueError(f"scaled_dot_product_attention: {self.shape[-3]} query heads cannot share "
+                                 f"key {key.shape} and value {value.shape} heads in equal groups")
+            group = self.shape[-3] // key.shape[-3]
+            key, value = key.repeat_interleave(group, -3), value.repeat_interleave(group, -3)
         scores = self @ key.transpose(-2, -1) * (1 / math.sqrt(self.shape[-1]))  # (..., T, S)
         if is_causal:
             T, S = scores.shape[-2:]
@@ -233,10 +240,15 @@ class FunctionalMixin(TensorCore):
         log1mp = (1 - self).log().maximum(-100)
         return _reduce_loss(-(Y * logp + (1 - Y) * log1mp), reduction, None, "binary_crossentropy")
 
-    def binary_crossentropy_logits(self, Y, reduction: str = "mean") -> Self:
-        """self: logits; computed as max(x, 0) - x*y + log(1 + exp(-|x|)), stable for large |x|."""
+    def binary_crossentropy_logits(self, Y, reduction: str = "mean", pos_weight=None) -> Self:
+        """self: logits; computed as max(x, 0) - x*y + log(1 + exp(-|x|)), stable for large |x|.
+        pos_weight scales the positive term: (1 - y) x + (1 + (w - 1) y) log(1 + exp(-x)), as torch."""
         x = self.cast(float_of(self.dtype))
-        loss = x.maximum(0) - x * Y + (1 + (-x.abs()).exp()).log()
+        if pos_weight is None:
+            loss = x.maximum(0) - x * Y + (1 + (-x.abs()).exp()).log()
+        else:
+            softplus_neg = (-x).maximum(0) + (1 + (-x.abs()).exp()).log()  # log(1 + exp(-x))
+            loss = (1 - Y) * x + (1 + (pos_weight - 1) * Y) * softplus_neg
         return _reduce_loss(loss, reduction, None, "binary_crossentropy_logits")
 
 

@@ -502,6 +502,78 @@ class SurfaceMixin(TensorCore):
             grids.append(t.reshape(tuple(-1 if k == axis else 1 for k in range(len(sizes)))).expand(tuple(sizes)))
         return tuple(grids)
 
+    # ---- linear algebra and losses ----
+
+    @staticmethod
+    def einsum(formula: str, *operands):
+        """Einstein summation (numpy's and torch's "ij,jk->ik"; without "->" the output is every
+        letter used once, in alphabetical order): each operand is permuted to one letter order and
+        broadcast along the letters it lacks, the product is summed over the letters the output
+        drops. No "..." and no letter twice in one operand (a trace): both raise ValueError."""
+        if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+            operands = tuple(operands[0])
+        spec = formula.replace(" ", "")
+        inputs, arrow, output = spec.partition("->")
+        terms = inputs.split(",")
+        if "." in spec or not operands or len(terms) != len(operands) or not all(t.isalpha() for t in terms if t):
+            raise ValueError(f"einsum: {formula!r} does not fit {len(operands)} operands of shapes "
+                             f"{[getattr(o, 'shape', None) for o in operands]}: expected one group of letters "
+                             "per operand, without '...'")
+        letters = sorted(set("".join(terms)))
+        if not arrow:
+            output = "".join(c for c in letters if "".join(terms).count(c) == 1)
+        if any(len(set(t)) != len(t) for t in terms) or len(set(output)) != len(output) or set(output) - set(letters):
+            raise ValueError(f"einsum: {formula!r}: a letter repeats in one operand or the output names a letter "
+                             "no operand has")
+        sizes: dict[str, int] = {}
+        for term, x in zip(terms, operands, strict=True):
+            if len(term) != x.ndim:
+                raise ValueError(f"einsum: operand {term!r} of {formula!r} has shape {x.shape}, "
+                                 f"expected {len(term)} dims")
+            for c, n in zip(term, x.shape, strict=True):
+                have = sizes.get(c)
+                if have is None or have == 1:
+                    sizes[c] = n
+                elif n not in (have, 1):  # a size-1 dim broadcasts, as in torch
+                    raise ValueError(f"einsum: letter {c!r} of {formula!r} has sizes {have} and {n}")
+        product = None
+        for term, x in zip(terms, operands, strict=True):
+            order = [term.index(c) for c in letters if c in term]
+            aligned = x.permute(*order) if order else x
+            aligned = aligned.reshape(tuple(x.shape[term.index(c)] if c in term else 1 for c in letters))
+            product = aligned if product is None else product * aligned
+        product = product.expand(tuple(sizes[c] for c in letters))
+        summed = [d for d, c in enumerate(letters) if c not in output]
+        out = product.sum(tuple(summed)) if summed else product
+        kept = [c for c in letters if c in output]
+        return out.permute(*[kept.index(c) for c in output]) if output else out
+
+    def nll_loss(self, target, weight=None, ignore_index: int = -100, reduction: str = "mean"):
+        """self: log-probabilities (N, C, ...) or (C,); target: class indices (N, ...) (torch's nll_loss):
+        -weight[y] * self[y], averaged over the weights of the targets that are not ignore_index."""
+        axis = 1 if self.ndim >= 2 else 0
+        x = self.transpose(axis, -1) if axis == 1 and self.ndim > 2 else self
+        C = x.shape[-1]
+        if target.shape != x.shape[:-1] or target.dtype.is_float:
+            raise ValueError(f"nll_loss: target {target.shape} ({target.dtype.name}) must be int class indices shaped "
+                             f"like input {self.shape} without its class dim")
+        kept = target != ignore_index
+        labels = kept.where(target, 0)
+        if labels.numel() and (int(labels.min().item()) < 0 or int(labels.max().item()) >= C):
+            raise IndexError(f"nll_loss: targets must lie in [0, {C}) or equal ignore_index {ignore_index} "
+                             f"(input {self.shape}, target {target.shape})")
+        hit = labels.unsqueeze(-1) == self.arange(C, device=self.device)
+        picked = hit.where(x, 0.0).sum(-1)
+        w = kept.where(hit.where(weight, 0.0).sum(-1) if weight is not None else 1.0, 0.0)
+        loss = -(w * kept.where(picked, 0.0))
+        if reduction == "none":
+            return loss
+        if reduction == "sum":
+            return loss.sum()
+        if reduction == "mean":
+            return loss.sum() / w.sum()
+        raise ValueError(f"nll_loss: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
     # ---- initializers ----
 
     @classmethod

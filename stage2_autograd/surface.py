@@ -356,6 +356,49 @@ class SurfaceMixin(TensorCore):
         x = self._floated("logcumsumexp")
         return x._scan("logcumsumexp", axis, -math.inf, "logsumexp")
 
+    # ---- sorting ----
+
+    def _ranks(self, a: int, descending: bool) -> Self:
+        """Where each element of a line along axis a goes in the stably sorted line: the count of
+        elements that sort before it (smaller, or equal and earlier). NaN sorts as the largest
+        value (last ascending, first descending, as numpy and torch). n^2 comparisons a line."""
+        n = self.shape[a]
+        xi, xj = self.unsqueeze(a + 1), self.unsqueeze(a)  # (.., n_i, 1, ..) and (.., 1, n_j, ..)
+        ni, nj = xi != xi, xj != xj
+        first = (xj > xi) | (nj & ~ni) if descending else (xj < xi) | (ni & ~nj)
+        index = self.arange(n, device=self.device)
+        earlier = (index.reshape(1, n) < index.reshape(n, 1)).reshape((1,) * a + (n, n) + (1,) * (self.ndim - a - 1))
+        same = (xj == xi) | (ni & nj)
+        return (first | (same & earlier)).sum(a + 1)
+
+    def sort(self, dim: int = -1, descending: bool = False) -> tuple[Self, Self]:
+        """(values, indices), stable (torch's and tinygrad's sort); the values carry the gradient."""
+        if self.ndim == 0:
+            return self, self.full((), 0, dtypes.int64, self.device)
+        a = normalize_axis("sort", dim, self.ndim, self.shape)
+        n = self.shape[a]
+        slots = self.arange(n, device=self.device).reshape((1,) * a + (n, 1) + (1,) * (self.ndim - a - 1))
+        goes = self._ranks(a, descending).unsqueeze(a) == slots  # (.., slot, element, ..)
+        values = goes.where(self.unsqueeze(a), self.full((), 0, self.dtype, self.device)).sum(a + 1)
+        index = self.arange(n, device=self.device).reshape((1,) * (a + 1) + (n,) + (1,) * (self.ndim - a - 1))
+        indices = goes.where(index, 0).sum(a + 1)
+        return values.cast(self.dtype), indices.cast(dtypes.int64)
+
+    def argsort(self, dim: int = -1, descending: bool = False) -> Self:
+        return self.sort(dim, descending)[1]
+
+    def topk(self, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> tuple[Self, Self]:
+        """The k largest (or smallest) along dim, as (values, indices), in sorted order."""
+        a = normalize_axis("topk", dim, self.ndim, self.shape)
+        n = self.shape[a] if self.ndim else 1
+        if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= n:
+            raise ValueError(f"topk: k must be an int in [0, {n}] for shape {self.shape} on dim {a}, got {k!r}")
+        values, indices = self.sort(a, descending=largest)
+        if self.ndim == 0:
+            return values, indices
+        keep = tuple((0, k) if d == a else None for d in range(self.ndim))
+        return values.shrink(keep), indices.shrink(keep)
+
     # ---- indexing ----
 
     def masked_fill(self, mask: Self, value) -> Self:
@@ -458,6 +501,78 @@ class SurfaceMixin(TensorCore):
             axis = (1 - i if i < 2 else i) if indexing == "xy" and len(sizes) > 1 else i
             grids.append(t.reshape(tuple(-1 if k == axis else 1 for k in range(len(sizes)))).expand(tuple(sizes)))
         return tuple(grids)
+
+    # ---- linear algebra and losses ----
+
+    @staticmethod
+    def einsum(formula: str, *operands):
+        """Einstein summation (numpy's and torch's "ij,jk->ik"; without "->" the output is every
+        letter used once, in alphabetical order): each operand is permuted to one letter order and
+        broadcast along the letters it lacks, the product is summed over the letters the output
+        drops. No "..." and no letter twice in one operand (a trace): both raise ValueError."""
+        if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+            operands = tuple(operands[0])
+        spec = formula.replace(" ", "")
+        inputs, arrow, output = spec.partition("->")
+        terms = inputs.split(",")
+        if "." in spec or not operands or len(terms) != len(operands) or not all(t.isalpha() for t in terms if t):
+            raise ValueError(f"einsum: {formula!r} does not fit {len(operands)} operands of shapes "
+                             f"{[getattr(o, 'shape', None) for o in operands]}: expected one group of letters "
+                             "per operand, without '...'")
+        letters = sorted(set("".join(terms)))
+        if not arrow:
+            output = "".join(c for c in letters if "".join(terms).count(c) == 1)
+        if any(len(set(t)) != len(t) for t in terms) or len(set(output)) != len(output) or set(output) - set(letters):
+            raise ValueError(f"einsum: {formula!r}: a letter repeats in one operand or the output names a letter "
+                             "no operand has")
+        sizes: dict[str, int] = {}
+        for term, x in zip(terms, operands, strict=True):
+            if len(term) != x.ndim:
+                raise ValueError(f"einsum: operand {term!r} of {formula!r} has shape {x.shape}, "
+                                 f"expected {len(term)} dims")
+            for c, n in zip(term, x.shape, strict=True):
+                have = sizes.get(c)
+                if have is None or have == 1:
+                    sizes[c] = n
+                elif n not in (have, 1):  # a size-1 dim broadcasts, as in torch
+                    raise ValueError(f"einsum: letter {c!r} of {formula!r} has sizes {have} and {n}")
+        product = None
+        for term, x in zip(terms, operands, strict=True):
+            order = [term.index(c) for c in letters if c in term]
+            aligned = x.permute(*order) if order else x
+            aligned = aligned.reshape(tuple(x.shape[term.index(c)] if c in term else 1 for c in letters))
+            product = aligned if product is None else product * aligned
+        product = product.expand(tuple(sizes[c] for c in letters))
+        summed = [d for d, c in enumerate(letters) if c not in output]
+        out = product.sum(tuple(summed)) if summed else product
+        kept = [c for c in letters if c in output]
+        return out.permute(*[kept.index(c) for c in output]) if output else out
+
+    def nll_loss(self, target, weight=None, ignore_index: int = -100, reduction: str = "mean"):
+        """self: log-probabilities (N, C, ...) or (C,); target: class indices (N, ...) (torch's nll_loss):
+        -weight[y] * self[y], averaged over the weights of the targets that are not ignore_index."""
+        axis = 1 if self.ndim >= 2 else 0
+        x = self.transpose(axis, -1) if axis == 1 and self.ndim > 2 else self
+        C = x.shape[-1]
+        if target.shape != x.shape[:-1] or target.dtype.is_float:
+            raise ValueError(f"nll_loss: target {target.shape} ({target.dtype.name}) must be int class indices shaped "
+                             f"like input {self.shape} without its class dim")
+        kept = target != ignore_index
+        labels = kept.where(target, 0)
+        if labels.numel() and (int(labels.min().item()) < 0 or int(labels.max().item()) >= C):
+            raise IndexError(f"nll_loss: targets must lie in [0, {C}) or equal ignore_index {ignore_index} "
+                             f"(input {self.shape}, target {target.shape})")
+        hit = labels.unsqueeze(-1) == self.arange(C, device=self.device)
+        picked = hit.where(x, 0.0).sum(-1)
+        w = kept.where(hit.where(weight, 0.0).sum(-1) if weight is not None else 1.0, 0.0)
+        loss = -(w * kept.where(picked, 0.0))
+        if reduction == "none":
+            return loss
+        if reduction == "sum":
+            return loss.sum()
+        if reduction == "mean":
+            return loss.sum() / w.sum()
+        raise ValueError(f"nll_loss: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
 
     # ---- initializers ----
 
