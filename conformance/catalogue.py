@@ -333,6 +333,13 @@ add(
         [case(Arg((3, 4)), arg=((1, 2), (0, 1))), case(Arg((3, 4)), arg=((0, 0), (3, 0))),
          case(Arg((3, 4)), arg=(None, (1, 1))), case(Arg((0, 3)), arg=((1, 1), (0, 0))),
          case(Arg((5,)), arg=((2, 2),)), case(Arg((2, 3, 4), "X"), arg=((1, 0), (0, 2), (1, 1)))]),
+    _mv("pad_modes", lambda T, x, arg, mode: x.pad(arg, mode=mode),
+        lambda a, arg, mode: np.pad(a, [(0, 0) if p is None else p for p in arg],
+                                    mode={"reflect": "reflect", "replicate": "edge", "circular": "wrap"}[mode]),
+        [case(Arg((3, 4)), arg=((1, 2), (2, 1)), mode=m) for m in ("reflect", "replicate", "circular")]
+        + [case(Arg((2, 3, 4), "X"), arg=(None, (2, 0), (0, 3)), mode=m) for m in ("reflect", "replicate", "circular")]
+        + [case(Arg((5,)), arg=((4, 4),), mode="replicate"), case(Arg((0, 3)), arg=(None, (1, 1)), mode="reflect")],
+        capability="pad"),
     _mv("shrink", lambda T, x, arg: x.shrink(arg), R.shrink,
         [case(Arg((3, 4)), arg=((1, 3), (0, 4))), case(Arg((3, 4)), arg=(None, (1, 2))),
          case(Arg((3, 4)), arg=((1, 1), (0, 4))), case(Arg((5,)), arg=((0, 5),)),

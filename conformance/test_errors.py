@@ -85,6 +85,9 @@ ERRORS = [
     Bad("gqa-groups", lambda T, s: _ones(T, 1, 3, 4, 8).scaled_dot_product_attention(
         _ones(T, 1, 2, 4, 8), _ones(T, 1, 2, 4, 8), enable_gqa=True), ValueError, "scaled_dot_product_attention",
         shape(1, 2, 4, 8)),
+    Bad("pad-reflect-too-wide", lambda T, s: _ones(T, 2, 3).pad(((0, 0), (3, 0)), mode="reflect"), ValueError, "pad",
+        shape(2, 3)),
+    Bad("pad-mode", lambda T, s: _ones(T, 2, 3).pad(((0, 0), (1, 0)), mode="mirror"), ValueError, "pad", "mirror"),
     Bad("topk-k", lambda T, s: _ones(T, 2, 3).topk(4), ValueError, "topk", shape(2, 3)),
     Bad("matmul-inner", lambda T, s: _ones(T, 2, 3) @ _ones(T, 4, 5), ValueError, "matmul", shape(2, 3)),
     Bad("matmul-batch", lambda T, s: _ones(T, 2, 3, 4).matmul(_ones(T, 3, 4, 5)), ValueError,

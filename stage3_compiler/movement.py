@@ -121,7 +121,7 @@ class MovementMixin(TensorCore):
 
     # ---- copies ----
 
-    def pad(self, padding, value: float = 0.0) -> Self:
+    def pad(self, padding, value: float = 0.0, mode: str = "constant") -> Self:
         pads = list(padding)
         if pads and all(isinstance(p, int) for p in pads):  # torch's flat form, last dim first
             if len(pads) % 2 or len(pads) // 2 > self.ndim:
@@ -131,6 +131,8 @@ class MovementMixin(TensorCore):
         if len(pads) != self.ndim:
             raise ValueError(f"pad: need one (before, after) per dim of {self.shape}, got {padding}")
         pads = [(0, 0) if p is None else (int(p[0]), int(p[1])) for p in pads]
+        if mode != "constant":
+            return self._pad_mode(pads, mode)  # reflect, replicate, circular: views and cats (surface.py)
         # Negative padding crops first, then the rest is a fill plus a copy into the interior.
         crop = tuple((max(-b, 0), n - max(-a, 0)) for n, (b, a) in zip(self.shape, pads, strict=True))
         if any(lo > hi for lo, hi in crop):

@@ -356,6 +356,38 @@ class SurfaceMixin(TensorCore):
         x = self._floated("logcumsumexp")
         return x._scan("logcumsumexp", axis, -math.inf, "logsumexp")
 
+    # ---- padding modes ----
+
+    def _pad_mode(self, pads: list[tuple[int, int]], mode: str) -> Self:
+        """pad(mode="reflect" | "replicate" | "circular"), one dim after another (so corners come out
+        as numpy's and torch's): the border built from shrinks of x (flipped for reflect, a size-1 edge
+        expanded for replicate, the other end for circular) and cat'ed on either side."""
+        if mode not in ("reflect", "replicate", "circular"):
+            raise ValueError(f"pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', got {mode!r}")
+        out = self
+        for d, (before, after) in enumerate(pads):
+            n = self.shape[d]
+            limit = n - 1 if mode == "reflect" else n if mode == "circular" else math.inf
+            if not (before or after):
+                continue
+            if before < 0 or after < 0 or n == 0 or max(before, after) > limit:
+                raise ValueError(f"pad: {mode} padding {pads[d]} of dim {d} of shape {self.shape} must be >= 0 "
+                                 f"and at most {limit if limit != math.inf else 'any'}")
+
+            def part(src: Self, lo: int, hi: int, dim: int = d) -> Self:
+                return src.shrink(tuple((lo, hi) if k == dim else None for k in range(src.ndim)))
+
+            if mode == "reflect":
+                left, right = part(out, 1, before + 1).flip(d), part(out, n - 1 - after, n - 1).flip(d)
+            elif mode == "circular":
+                left, right = part(out, n - before, n), part(out, 0, after)
+            else:
+                left = part(out, 0, 1).expand(tuple(before if k == d else s for k, s in enumerate(out.shape)))
+                right = part(out, n - 1, n).expand(tuple(after if k == d else s for k, s in enumerate(out.shape)))
+            pieces = [p for p, size in ((left, before), (out, n), (right, after)) if size]
+            out = pieces[0].cat(*pieces[1:], dim=d)
+        return out
+
     # ---- sorting ----
 
     def _ranks(self, a: int, descending: bool) -> Self:
