@@ -1162,10 +1162,11 @@ TORCH: dict[str, Callable[..., Any]] = {
     "scaled_dot_product_attention": _t_attention,
     "scaled_dot_product_attention_gqa": lambda t, q, k, v, is_causal: t.nn.functional.scaled_dot_product_attention(
         q, k, v, is_causal=is_causal, enable_gqa=True),
-    "binary_crossentropy_logits_pos_weight": lambda t, x, y, w: t.nn.functional.binary_cross_entropy_with_logits(
-        x, y, pos_weight=w),
+    # torch's own functions refuse a gradient for their weights: their documented formulas, written out
+    "binary_crossentropy_logits_pos_weight": lambda t, x, y, w: ((1 - y) * x + (1 + (w - 1) * y)
+                                                                 * t.nn.functional.softplus(-x)).mean(),
     "nll_loss": lambda t, x, y, **k: t.nn.functional.nll_loss(x, y, **k),
-    "nll_loss_weight": lambda t, x, y, w: t.nn.functional.nll_loss(x, y, w),
+    "nll_loss_weight": lambda t, x, y, w: -(w[y] * x[t.arange(len(y)), y]).sum() / w[y].sum(),
     "einsum": lambda t, *xs, formula: t.einsum(formula, *xs),
     "cross_entropy": _t_cross_entropy,
     "sparse_categorical_crossentropy": _t_sparse,
