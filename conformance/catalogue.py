@@ -696,6 +696,11 @@ def _np_gather(a: np.ndarray, i: np.ndarray, dim: int) -> np.ndarray:
 _FLAGS = {"dtype": "bool"}
 
 
+def _np_masked_select(a: np.ndarray, m: np.ndarray) -> np.ndarray:
+    shape = np.broadcast_shapes(a.shape, m.shape)
+    return np.broadcast_to(a, shape)[np.broadcast_to(m, shape)]
+
+
 def _np_argsort(a: np.ndarray, dim: int, descending: bool) -> np.ndarray:
     """Stable; descending keeps equal elements in their order, as torch's stable sort."""
     return np.argsort(-a.astype(np.float64) if descending else a, axis=dim, kind="stable")
@@ -731,6 +736,15 @@ add(
               case(Arg((4, 3)), Arg((6, 3), dtype="int64", domain=classes(4)), dim=0),
               case(Arg((4, 3), "T"), Arg((2, 2), dtype="int64", domain=classes(3)), dim=-1),
               case(Arg((4, 3)), Arg((0, 3), dtype="int64", domain=classes(4)), dim=0)]), compute="same", tol=EXACT),
+    Op("masked_select", "movement", lambda T, x, m: x.masked_select(m), _np_masked_select, DTYPES,
+       fixed([case(Arg((3, 4)), Arg((3, 4), **_FLAGS)), case(Arg((2, 3, 4), "T"), Arg((4,), **_FLAGS)),
+              case(Arg((0, 4)), Arg((4,), **_FLAGS))]), compute="same", tol=EXACT),
+    Op("unfold", "movement", lambda T, x, dim, size, step: x.unfold(dim, size, step),
+       lambda a, dim, size, step: np.moveaxis(np.lib.stride_tricks.sliding_window_view(a, size, dim)
+                                              .take(range(0, a.shape[dim] - size + 1, step), dim), -1, -1), DTYPES,
+       fixed([case(Arg((2, 3, 4)), dim=2, size=2, step=1), case(Arg((2, 3, 4), "X"), dim=1, size=2, step=2),
+              case(Arg((5,)), dim=0, size=5, step=3), case(Arg((4, 3)), dim=0, size=1, step=2)]),
+       compute="same", tol=EXACT),
     Op("roll", "movement", lambda T, x, shifts, dims: x.roll(shifts, dims),
        lambda a, shifts, dims: np.roll(a, shifts, dims), DTYPES,
        fixed([case(Arg((3, 4, 5)), shifts=2, dims=1), case(Arg((3, 4)), shifts=(1, -3), dims=(0, 1)),
@@ -1142,6 +1156,8 @@ TORCH: dict[str, Callable[..., Any]] = {
     "masked_fill": lambda t, x, m, value: x.masked_fill(m, value),
     "gather": lambda t, x, i, dim: t.gather(x, dim, i),
     "roll": lambda t, x, shifts, dims: t.roll(x, shifts, dims),
+    "masked_select": lambda t, x, m: t.masked_select(x, m),
+    "unfold": lambda t, x, dim, size, step: x.unfold(dim, size, step),
     "diag": lambda t, x: t.diag(x),
     "diagonal": lambda t, x, **k: t.diagonal(x, **k),
     "repeat_interleave": lambda t, x, repeats, dim: t.repeat_interleave(x, repeats, dim),

@@ -457,6 +457,32 @@ class SurfaceMixin(TensorCore):
         picked = hit.where(x.unsqueeze(d), self.full((), 0, self.dtype, self.device)).sum(d + 1)
         return picked.cast(self.dtype)
 
+    def masked_select(self, mask: Self) -> Self:
+        """The elements where mask is True, in order, as a 1-D tensor (its length read back to Python
+        once): element i goes to slot k when it is selected and k selected elements precede it."""
+        shape = broadcast_shapes("masked_select", self.shape, mask.shape)
+        if mask.dtype is not dtypes.bool:
+            raise TypeError(f"masked_select: mask must be a bool tensor, got {mask.dtype.name} of shape {mask.shape}")
+        x, m = self.expand(shape).flatten(), mask.expand(shape).flatten()
+        n = int(m.sum().item())
+        slot = m.cast(dtypes.int64).cumsum(0) - 1  # where each selected element goes
+        goes = m.reshape(1, -1) & (slot.reshape(1, -1) == self.arange(n, device=self.device).reshape(-1, 1))
+        return goes.where(x.reshape(1, -1), self.full((), 0, self.dtype, self.device)).sum(1).cast(self.dtype)
+
+    def unfold(self, dim: int, size: int, step: int) -> Self:
+        """The windows of `size` elements every `step` along dim, as a new last dim (torch's unfold):
+        dim becomes the window count."""
+        d = normalize_axis("unfold", dim, self.ndim, self.shape)
+        n = self.shape[d] if self.ndim else 1
+        if not (isinstance(size, int) and isinstance(step, int)) or size < 0 or step < 1 or size > n:
+            raise ValueError(f"unfold: size {size!r} and step {step!r} need 0 <= size <= {n} (dim {d} of "
+                             f"shape {self.shape}) and step >= 1")
+        count = (n - size) // step + 1
+        windows = [self.shrink(tuple((i * step, i * step + size) if k == d else None for k in range(self.ndim)))
+                   for i in range(count)]
+        stacked = windows[0].stack(*windows[1:], dim=d)  # (.., count, size, ..)
+        return stacked.permute(*[k for k in range(stacked.ndim) if k != d + 1], d + 1)
+
     def roll(self, shifts, dims=None) -> Self:
         """Elements shifted along dims, wrapping around (torch's roll); no dims: over the flat tensor."""
         if dims is None:
