@@ -59,8 +59,13 @@ def stage3(session: nox.Session) -> None:
     cached under $SITP_CACHE: a first run compiles thousands of small kernels, a second finds them on disk."""
     install(session, "test", "torch")
     emulate = {"SITP_CUDA_BACKEND": "emulate"}
-    session.run("pytest", "-q", "stage3_compiler/tests", "conformance", "--stage", "stage3_compiler", "--device", "CPU",
-                *session.posargs, env=emulate)
+    # Two processes: every distinct kernel is a shared library loaded into the process (5 memory maps
+    # each), and one process running the whole suite loaded ~14000, past Linux's 65530 maps a process
+    # (vm.max_map_count): mmap failed, and a test then hung starting a compile thread.
+    for part in (["stage3_compiler/tests", "conformance/test_errors.py", "conformance/test_forward.py"],
+                 ["conformance/test_grad.py", "conformance/test_models.py", "conformance/test_views_hypothesis.py"]):
+        session.run("pytest", "-q", *part, "--stage", "stage3_compiler", "--device", "CPU", *session.posargs,
+                    env=emulate)
     session.run("pytest", "-q", "conformance", "--stage", "stage3_compiler", "--device", "CUDA",
                 "-k", STAGE3_CUDA_SUBSET, *session.posargs, env=emulate)
 
