@@ -64,3 +64,13 @@ def test_capability_table():
     known = {op.needs for op in CATALOGUE} | set(CAPABILITIES)
     for stage in STAGES:
         assert set(stage.missing) <= known, (stage.name, sorted(set(stage.missing) - known))
+
+
+def test_surface_scalar_operands_beside_specials(stage):
+    """A Python scalar operand of copysign, logaddexp and isclose is a constant, whatever self holds."""
+    T = stage.module.Tensor
+    a = np.array([np.inf, -np.inf, np.nan, 1.0, -0.0], dtype=np.float32)
+    x = T(a)
+    np.testing.assert_array_equal(x.copysign(-1.0).numpy(), np.copysign(a, np.float32(-1.0)))
+    np.testing.assert_array_equal(x.logaddexp(0.0).numpy(), np.logaddexp(a, np.float32(0.0)))
+    np.testing.assert_array_equal(x.isclose(1.0).numpy(), np.isclose(a, 1.0))

@@ -54,7 +54,7 @@ class SurfaceMixin(TensorCore):
         if isinstance(other, TensorCore):
             broadcast_shapes(op, self.shape, other.shape)
             return other
-        return self * 0 + other
+        return self.full_like(other)  # not self * 0 + other: that is NaN wherever self is inf or NaN
 
     def _is_integer(self, op: str) -> bool:
         """Rounding an integer tensor leaves it as it is; a bool tensor is refused."""
