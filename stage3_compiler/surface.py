@@ -44,8 +44,7 @@ class SurfaceMixin(TensorCore):
     # ---- helpers ----
 
     def _floated(self, op: str) -> Self:
-        if self.dtype is dtypes.bool:
-            raise TypeError(f"{op}: not supported for bool tensors of shape {self.shape}")
+        self._is_integer(op)  # refuses bool
         return self.cast(float_of(self.dtype))
 
     def _other(self, op: str, other) -> Self:
@@ -58,7 +57,8 @@ class SurfaceMixin(TensorCore):
 
     def _is_integer(self, op: str) -> bool:
         """Rounding an integer tensor leaves it as it is; a bool tensor is refused."""
-        self._floated(op)
+        if self.dtype is dtypes.bool:
+            raise TypeError(f"{op}: not supported for bool tensors of shape {self.shape}")
         return not self.dtype.is_float
 
     def _safe(self, ok: Self, fallback: float) -> Self:
