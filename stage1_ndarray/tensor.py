@@ -17,12 +17,14 @@ import numpy as np
 
 from . import random, threads
 from .ckernels import ffi, int64s
+from .convolution import ConvolutionMixin
 from .device import buffer_class, canonical, check
 from .dtype import DType, dtypes, to_dtype
 from .elementwise import ElementwiseMixin
 from .functional import FunctionalMixin
 from .movement import MovementMixin
 from .reduce import ReduceMixin
+from .scatter import ScatterMixin
 from .shape import MAX_DIMS, Shape, contiguous_strides, is_contiguous, merge_dims, prod
 from .surface import SurfaceMixin
 
@@ -63,7 +65,8 @@ def _from_python(data, dtype: DType | None) -> np.ndarray:
     return arr.astype(dtype.np)
 
 
-class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, SurfaceMixin):
+class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
+              ConvolutionMixin, ScatterMixin, SurfaceMixin):
     training: bool = False
 
     def __init__(self, data, dtype=None, device: str | None = None, requires_grad: bool | None = None):

@@ -14,13 +14,6 @@ from .ops import Ops
 from .shape import broadcast_shapes
 
 
-def _pair(x, name: str, what: str, minimum: int = 1) -> tuple[int, int]:
-    pair = (x, x) if isinstance(x, int) else tuple(x)
-    if len(pair) != 2 or any(not isinstance(v, int) or v < minimum for v in pair):
-        raise ValueError(f"{name}: {what} must be an int or a pair of ints >= {minimum}, got {x}")
-    return pair
-
-
 class FunctionalMixin(TensorCore):
     # ---- linear algebra ----
 
@@ -128,56 +121,6 @@ class FunctionalMixin(TensorCore):
         if not self.dtype.is_int:
             raise TypeError(f"one_hot: expected an int tensor, got {self.dtype.name}")
         return (self.unsqueeze(-1) == self.arange(num_classes, device=self.device)).cast(dtypes.default_float)
-
-    # ---- convolution and pooling: windows as strided slices, then a matmul or a reduction ----
-
-    def _windows(self, name: str, kernel: tuple[int, int], stride: tuple[int, int], dilation: tuple[int, int]) -> Self:
-        """(..., H, W) -> (..., OH, OW, kh * kw): every kernel tap is one strided slice."""
-        (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
-        H, W = self.shape[-2:]
-        oh, ow = (H - dh * (kh - 1) - 1) // sh + 1, (W - dw * (kw - 1) - 1) // sw + 1
-        if oh <= 0 or ow <= 0:
-            raise ValueError(f"{name}: kernel {kernel} with dilation {dilation} does not fit input {self.shape}")
-        taps = [self[..., i * dh: i * dh + sh * (oh - 1) + 1: sh, j * dw: j * dw + sw * (ow - 1) + 1: sw]
-                for i in range(kh) for j in range(kw)]
-        return taps[0].stack(*taps[1:], dim=-1)
-
-    def conv2d(self, weight, bias=None, groups: int = 1, stride=1, dilation=1, padding=0) -> Self:
-        """x (N, Cin, H, W), weight (Cout, Cin/groups, kh, kw) -> (N, Cout, OH, OW), by im2col."""
-        if self.ndim != 4 or weight.ndim != 4:
-            raise ValueError(f"conv2d: expected x (N, C, H, W) and weight (Cout, Cin/groups, kh, kw), "
-                             f"got {self.shape} and {weight.shape}")
-        N, C, _, _ = self.shape
-        cout, cin_g, kh, kw = weight.shape
-        if C != cin_g * groups or cout % groups:
-            raise ValueError(f"conv2d: input channels {C} must equal {cin_g} * groups ({groups}) and "
-                             f"out channels {cout} must divide by groups (x {self.shape}, weight {weight.shape})")
-        ph, pw = _pair(padding, "conv2d", "padding", 0)
-        x = self.pad(((0, 0), (0, 0), (ph, ph), (pw, pw))) if ph or pw else self
-        cols = x._windows("conv2d", (kh, kw), _pair(stride, "conv2d", "stride"), _pair(dilation, "conv2d", "dilation"))
-        oh, ow = cols.shape[2:4]
-        # (N, C, OH, OW, kh*kw) -> (N, groups, Cin/g * kh*kw, OH*OW)
-        cols = cols.permute(0, 1, 4, 2, 3).reshape(N, groups, cin_g * kh * kw, oh * ow)
-        w = weight.reshape(1, groups, cout // groups, cin_g * kh * kw)
-        out = (w @ cols).reshape(N, cout, oh, ow)
-        return out if bias is None else out + bias.reshape(1, cout, 1, 1)
-
-    def _pool_windows(self, name: str, kernel_size, stride, dilation, padding, value: float) -> Self:
-        if self.ndim < 2:
-            raise ValueError(f"{name}: expected an input (..., H, W), got shape {self.shape}")
-        k = _pair(kernel_size, name, "kernel_size")
-        s = k if stride is None else _pair(stride, name, "stride")
-        ph, pw = _pair(padding, name, "padding", 0)
-        pads = [(0, 0)] * (self.ndim - 2) + [(ph, ph), (pw, pw)]
-        x = self.pad(pads, value) if ph or pw else self
-        return x._windows(name, k, s, _pair(dilation, name, "dilation"))
-
-    def max_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0) -> Self:
-        return self._pool_windows("max_pool2d", kernel_size, stride, dilation, padding, float("-inf")).max(-1)
-
-    def avg_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0) -> Self:
-        """Padding counts towards the average (torch's count_include_pad=True)."""
-        return self._pool_windows("avg_pool2d", kernel_size, stride, dilation, padding, 0.0).mean(-1)
 
     # ---- attention ----
 

@@ -26,6 +26,12 @@ def _argfix(*x) -> tuple:
     return tuple(x)
 
 
+def _is_mask(index) -> bool:
+    """A boolean tensor or array as the whole index (numpy's mask indexing)."""
+    return (isinstance(index, TensorCore) and index.dtype is dtypes.bool) or \
+        (isinstance(index, np.ndarray) and index.dtype == np.bool_)
+
+
 def _is_index_array(item) -> bool:
     return isinstance(item, (TensorCore, list, np.ndarray))
 
@@ -208,6 +214,8 @@ class MovementMixin(TensorCore):
     # ---- indexing ----
 
     def __getitem__(self, index) -> Self:
+        if _is_mask(index):  # x[mask]: the selected rows, by a one-hot select (scatter.py)
+            return self._select_mask(index if isinstance(index, TensorCore) else self._like(index))
         view, advanced = self._basic_index(index if isinstance(index, tuple) else (index,))
         return view if not advanced else view._gather(advanced)
 

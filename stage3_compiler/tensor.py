@@ -18,6 +18,7 @@ import numpy as np
 
 from . import jit, random, threads
 from .autograd import AutogradMixin, check_requires_grad, record
+from .convolution import ConvolutionMixin
 from .device import buffer_class, canonical, check
 from .dtype import DType, dtypes, to_dtype
 from .elementwise import ElementwiseMixin
@@ -27,6 +28,7 @@ from .movement import MovementMixin
 from .ops import Ops
 from .realize import realize
 from .reduce import ReduceMixin
+from .scatter import ScatterMixin
 from .shape import MAX_DIMS, Shape, prod
 from .surface import SurfaceMixin
 
@@ -67,7 +69,8 @@ def _from_python(data, dtype: DType | None) -> np.ndarray:
     return arr.astype(dtype.np)
 
 
-class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, SurfaceMixin, AutogradMixin):
+class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
+              ConvolutionMixin, ScatterMixin, SurfaceMixin, AutogradMixin):
     training: bool = False
 
     def __init__(self, data, dtype=None, device: str | None = None, requires_grad: bool | None = None):
