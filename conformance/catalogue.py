@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from . import references as R
+from . import references_conv as RC
 from .cases import (
     ANY,
     COARSE,
@@ -787,6 +788,57 @@ add(
        kind="random", check=R.normal_init_law(lambda shape: R.kaiming_bound(shape) / math.sqrt(3.0))),
 )
 
+
+
+def _distinct(n: int, dim: int):
+    """Index values 0..n-1 that never repeat along dim (scatter's targets, so no write is lost)."""
+
+    def draw(rng: np.random.Generator, shape: tuple, dtype: str) -> np.ndarray:
+        moved = shape[:dim] + shape[dim + 1:] + (shape[dim],)
+        lines = [rng.permutation(n)[:shape[dim]] for _ in range(math.prod(moved[:-1]))]
+        return np.moveaxis(np.array(lines, dtype=np.int64).reshape(moved), -1, dim).astype(dtype)
+
+    return draw
+
+
+def _targets(shape: tuple, n: int, dim: int = 0, layout: str = "C", repeats: bool = False) -> Arg:
+    return Arg(shape, layout, dtype="int64", domain=classes(n) if repeats else _distinct(n, dim))
+
+
+_SCATTER = [case(Arg((4, 5)), _targets((3, 5), 4), Arg((3, 6)), dim=0),
+            case(Arg((3, 6), "T"), _targets((2, 4), 6, 1), Arg((3, 5)), dim=1),
+            case(Arg((2, 3, 4)), _targets((2, 2, 4), 3, 1), Arg((2, 3, 4), "X"), dim=-2),
+            case(Arg((4, 5)), _targets((0, 5), 4, repeats=True), Arg((3, 5)), dim=0)]
+_SCATTER_REDUCE = [case(Arg((4, 5)), _targets((3, 5), 4, repeats=True), Arg((3, 6)), dim=0, reduce=r, include_self=i)
+                   for r, i in [("sum", True), ("prod", False), ("mean", True), ("mean", False), ("amax", True),
+                                ("amin", False)]]
+_SCATTER_REDUCE += [case(Arg((2, 3, 4), "T"), _targets((2, 3, 6), 4, repeats=True), Arg((2, 3, 6)), dim=-1,
+                         reduce="sum", include_self=False)]
+_MASKS = [case(Arg((3, 4)), Arg((3, 4), **_FLAGS)), case(Arg((4, 3), "T"), Arg((4,), **_FLAGS)),
+          case(Arg((2, 3, 4)), Arg((2, 3), **_FLAGS)), case(Arg((0, 3)), Arg((0,), **_FLAGS))]
+
+add(
+    Op("scatter", "movement", lambda T, x, i, s, dim: x.scatter(dim, i, s),
+       lambda a, i, s, dim: RC.scatter_reduce(a, i, s, dim), DTYPES, fixed(_SCATTER), compute="same", tol=EXACT),
+    Op("scatter_value", "movement", lambda T, x, i, dim, value: x.scatter(dim, i, value),
+       lambda a, i, dim, value: RC.scatter_reduce(a, i, np.full(i.shape, value, a.dtype), dim), DTYPES,
+       fixed([case(Arg((4, 5)), _targets((2, 5), 4), dim=0, value=2)]), compute="same", tol=EXACT,
+       capability="scatter"),
+    # a repeated target keeps the last source: forward only (see NO_GRADIENT)
+    Op("scatter_repeats", "movement", lambda T, x, i, s, dim: x.scatter(dim, i, s),
+       lambda a, i, s, dim: RC.scatter_reduce(a, i, s, dim), NUMERIC,
+       fixed([case(Arg((4, 5)), _targets((3, 5), 4, repeats=True), Arg((3, 5)), dim=0)]), compute="same", tol=EXACT),
+    Op("scatter_add", "movement", lambda T, x, i, s, dim: x.scatter(dim, i, s, reduce="add"),
+       lambda a, i, s, dim: RC.scatter_reduce(a, i, s, dim, "sum"), NUMERIC,
+       fixed([case(Arg((4, 5)), _targets((3, 5), 4, repeats=True), Arg((3, 6)), dim=0)]), tol=REDUCE,
+       capability="scatter"),
+    Op("scatter_reduce", "movement", lambda T, x, i, s, **k: x.scatter_reduce(src=s, index=i, **k),
+       lambda a, i, s, dim, reduce, include_self: RC.scatter_reduce(a, i, s, dim, reduce, include_self), NUMERIC,
+       fixed(_SCATTER_REDUCE), tol=REDUCE),
+    Op("getitem_mask", "movement", lambda T, x, m: x[m], lambda a, m: a[m], DTYPES, fixed(_MASKS), compute="same",
+       tol=EXACT, capability="getitem"),
+)
+
 # Sizes past the kernels' blocks (16-wide unrolled rows, 4096-element chunks, strided columns).
 _LARGE = [case(Arg(s), axis=ax, keepdim=False)
           for s, ax in [((5000,), 0), ((3, 4100), 1), ((4100, 3), 0), ((2, 3000), -1), ((70, 80), None)]]
@@ -831,11 +883,33 @@ _CONV = [case(Arg(_X), Arg(_W)), case(Arg(_X), Arg(_W), Arg((4,))), case(Arg(_X)
          case(Arg((1, 4, 6, 6)), Arg((6, 2, 3, 3)), groups=2),
          case(Arg(_X), Arg((2, 3, 2, 3)), padding=(1, 2)),
          case(Arg(_X), Arg((2, 3, 1, 1))),
-         case(Arg(_X, "F"), Arg(_W, "X"), Arg((4,), "S"), stride=(2, 1), padding=1)]
+         case(Arg(_X, "F"), Arg(_W, "X"), Arg((4,), "S"), stride=(2, 1), padding=1),
+         case(Arg((2, 4, 9)), Arg((6, 2, 3)), Arg((6,)), groups=2, stride=2, padding=1),  # 1-d
+         case(Arg((1, 2, 5, 6, 4)), Arg((3, 2, 2, 3, 2)), dilation=(1, 2, 1), padding=(1, 0, 1)),  # 3-d
+         case(Arg(_X), Arg((2, 3, 3, 2)), padding=(1, 0, 2, -1))]  # torch's flat form: asymmetric, negative
+_CONV_T = [case(Arg((2, 4, 5, 6)), Arg((4, 3, 3, 2))),
+           case(Arg((2, 4, 5, 6)), Arg((4, 3, 3, 2)), Arg((6,)), groups=2, stride=(2, 3), padding=(1, 0),
+                output_padding=(1, 2)),
+           case(Arg((1, 3, 4, 4), "T"), Arg((3, 2, 3, 3)), stride=2, padding=1, dilation=2, output_padding=1),
+           case(Arg((2, 3, 7)), Arg((3, 4, 3)), stride=3, padding=2),  # 1-d
+           case(Arg((1, 2, 3, 4, 3)), Arg((2, 2, 2, 2, 2)), Arg((2,)), stride=2)]  # 3-d
 _POOL = [case(Arg((2, 3, 6, 6))), case(Arg((2, 3, 6, 6)), kernel_size=3, stride=1),
          case(Arg((1, 2, 5, 7)), kernel_size=(2, 3), stride=(1, 2)),
          case(Arg((2, 3, 7, 7)), kernel_size=3, stride=2), case(Arg((2, 3, 6, 6), "F"), kernel_size=2),
          case(Arg((2, 5, 5)), kernel_size=2, stride=1)]
+_POOL_MORE = [case(Arg((2, 3, 7, 6)), kernel_size=3, stride=2, padding=1, ceil_mode=True),
+              case(Arg((2, 3, 9)), kernel_size=(3,), stride=(2,), ceil_mode=True),  # 1-d
+              case(Arg((1, 2, 5, 4, 6), "T"), kernel_size=(2, 2, 3), ceil_mode=True)]  # 3-d
+_UNPOOL = [case(Arg((2, 3, 6, 6)), kernel_size=2),
+           case(Arg((2, 3, 7, 6)), kernel_size=3, padding=1, output_size=(7, 6)),
+           case(Arg((2, 3, 8), "T"), kernel_size=(2,), stride=(3,))]  # windows that never overlap (see TORCH)
+_RESIZE = [case(Arg((2, 3, 4, 5)), size=(7, 3), mode="linear"),
+           case(Arg((2, 3, 4, 5)), size=(6, 9), mode="linear", align_corners=True),
+           case(Arg((2, 3, 5)), size=(8,), mode="linear"),
+           case(Arg((1, 2, 3, 4, 2), "T"), size=(5, 2, 3), mode="linear", align_corners=True),
+           case(Arg((2, 3, 4, 5)), size=(1, 1), mode="linear", align_corners=True),
+           case(Arg((2, 3, 4, 5)), size=(7, 3), mode="nearest"),
+           case(Arg((2, 3, 4, 5), "F"), size=(3, 8), mode="nearest-exact")]
 _ATTENTION = [case(Arg((2, 3, lq, 8)), Arg((2, 3, lk, 8)), Arg((2, 3, lk, 4)), is_causal=c)
               for lq, lk, c in [(5, 6, False), (5, 5, True), (1, 4, False), (4, 4, True)]]
 _ATTENTION += [case(Arg((2, 5, 8)), Arg((2, 6, 8)), Arg((2, 6, 4)),
@@ -847,6 +921,11 @@ _GQA = [case(Arg((2, 6, 5, 8)), Arg((2, 2, 7, 8)), Arg((2, 2, 7, 4)), is_causal=
 
 def _labels(shape: tuple, n: int, layout: str = "C") -> Arg:
     return Arg(shape, layout, dtype="int64", domain=classes(n))
+
+
+def _unpool(T, x, kernel_size, stride=None, padding=0, output_size=None):
+    values, where = x.max_pool2d(kernel_size, stride, padding=padding, return_indices=True)
+    return values.max_unpool2d(where, kernel_size, stride, padding=padding, output_size=output_size)
 
 
 def _attention(T, q, k, v, *mask, is_causal):
@@ -866,12 +945,21 @@ add(
     _nn("layernorm", lambda T, x, **k: x.layernorm(**k), R.layernorm,
         [case(Arg((2, 3, 8))), case(Arg((4, 16)), eps=1e-3), case(Arg((2, 3, 8)), axis=1),
          case(Arg((3, 8), "T")), case(Arg((1, 5)))], tol=COMPOSITE),
-    _nn("conv2d", lambda T, x, w, *b, **k: x.conv2d(w, *b, **k), R.conv2d, _CONV),
-    _nn("max_pool2d", lambda T, x, **k: x.max_pool2d(**k), lambda a, **k: R.pool2d(a, mode="max", **k),
-        _POOL + [case(Arg((2, 3, 6, 6)), kernel_size=3, stride=2, padding=1),
-                 case(Arg((1, 2, 7, 7)), kernel_size=2, dilation=2)], tol=EXACT),
-    _nn("avg_pool2d", lambda T, x, **k: x.avg_pool2d(**k), lambda a, **k: R.pool2d(a, mode="avg", **k),
-        _POOL + [case(Arg((2, 3, 6, 6)), kernel_size=3, stride=1, padding=1)], tol=COMPOSITE),
+    _nn("conv2d", lambda T, x, w, *b, **k: x.conv2d(w, *b, **k), RC.conv, _CONV),
+    _nn("conv_transpose2d", lambda T, x, w, *b, **k: x.conv_transpose2d(w, *b, **k), RC.conv_transpose, _CONV_T),
+    _nn("max_pool2d", lambda T, x, **k: x.max_pool2d(**k), lambda a, **k: RC.pool(a, mode="max", **k),
+        _POOL + _POOL_MORE + [case(Arg((2, 3, 6, 6)), kernel_size=3, stride=2, padding=1),
+                              case(Arg((1, 2, 7, 7)), kernel_size=2, dilation=2)], tol=EXACT),
+    _nn("max_pool2d_indices", lambda T, x, **k: x.max_pool2d(**k, return_indices=True)[1],
+        lambda a, **k: RC.pool(a, indices=True, **k), _POOL[:3] + _POOL_MORE, out=to_int64, tol=EXACT,
+        capability="max_pool2d"),
+    _nn("max_unpool2d", _unpool, RC.max_unpool, _UNPOOL, tol=EXACT),
+    _nn("avg_pool2d", lambda T, x, **k: x.avg_pool2d(**k), lambda a, **k: RC.pool(a, mode="avg", **k),
+        _POOL + _POOL_MORE + [case(Arg((2, 3, 6, 6)), kernel_size=3, stride=1, padding=1),
+                              case(Arg((2, 3, 6, 6)), kernel_size=3, stride=1, padding=1, count_include_pad=False),
+                              case(Arg((2, 3, 7, 6)), kernel_size=3, stride=2, padding=1, ceil_mode=True,
+                                   count_include_pad=False)], tol=COMPOSITE),
+    _nn("interpolate", lambda T, x, **k: x.interpolate(**k), RC.interpolate, _RESIZE, tol=COMPOSITE),
     _nn("dropout", lambda T, x, p: x.dropout(p), lambda a, p: a,
         [case(Arg((4, 5)), p=0.5), case(Arg(()), p=0.9)], tol=EXACT),
     _nn("dropout_train", lambda T, x, p: R.dropout_train(T, x, p), None,
@@ -1032,12 +1120,48 @@ def _t_layernorm(t, x, axis=-1, eps=1e-5):
 
 
 def _t_pool(kind: str) -> Callable[..., Any]:
-    def ref(t, x, kernel_size=(2, 2), stride=None, padding=0, dilation=1):
+    def ref(t, x, kernel_size=(2, 2), stride=None, padding=0, dilation=1, ceil_mode=False, count_include_pad=True):
+        n = 2 if isinstance(kernel_size, int) else len(kernel_size)
         if kind == "max":
-            return t.nn.functional.max_pool2d(x, kernel_size, stride, padding, dilation)
-        return t.nn.functional.avg_pool2d(x, kernel_size, stride, padding, count_include_pad=True)
+            return getattr(t.nn.functional, f"max_pool{n}d")(x, kernel_size, stride, padding, dilation,
+                                                              ceil_mode=ceil_mode)
+        return getattr(t.nn.functional, f"avg_pool{n}d")(x, kernel_size, stride, padding, ceil_mode=ceil_mode,
+                                                          count_include_pad=count_include_pad)
 
     return ref
+
+
+def _t_fit(src, index):
+    return src[tuple(slice(0, n) for n in index.shape)]
+
+
+def _t_unpool(t, x, kernel_size, stride=None, padding=0, output_size=None):
+    """(torch gives an element that is the maximum of two overlapping windows its gradient twice; the
+    derivative of the unpooled output is once, as ours: _UNPOOL's windows never overlap.)"""
+    n = 2 if isinstance(kernel_size, int) else len(kernel_size)
+    values, where = getattr(t.nn.functional, f"max_pool{n}d")(x, kernel_size, stride, padding, return_indices=True)
+    return getattr(t.nn.functional, f"max_unpool{n}d")(values, where, kernel_size, stride, padding, output_size)
+
+
+def _t_conv(t, x, w, *b, stride=1, padding=0, dilation=1, groups=1):
+    n = w.ndim - 2
+    if not isinstance(padding, int) and len(padding) == 2 * n:  # torch's conv has no flat form: pad first
+        x, padding = t.nn.functional.pad(x, padding), 0
+    return getattr(t.nn.functional, f"conv{n}d")(x, w, *b, stride=stride, padding=padding, dilation=dilation,
+                                                 groups=groups)
+
+
+def _t_conv_transpose(t, x, w, *b, stride=1, padding=0, dilation=1, groups=1, output_padding=0):
+    return getattr(t.nn.functional, f"conv_transpose{w.ndim - 2}d")(x, w, *b, stride=stride, padding=padding,
+                                                                    output_padding=output_padding, groups=groups,
+                                                                    dilation=dilation)
+
+
+def _t_interpolate(t, x, size, mode="linear", align_corners=False):
+    if mode != "linear":
+        return t.nn.functional.interpolate(x, size, mode=mode)
+    return t.nn.functional.interpolate(x, size, mode=("linear", "bilinear", "trilinear")[len(size) - 1],
+                                       align_corners=align_corners)
 
 
 def _t_attention(t, q, k, v, *mask, is_causal):
@@ -1157,6 +1281,12 @@ TORCH: dict[str, Callable[..., Any]] = {
     "gather": lambda t, x, i, dim: t.gather(x, dim, i),
     "roll": lambda t, x, shifts, dims: t.roll(x, shifts, dims),
     "masked_select": lambda t, x, m: t.masked_select(x, m),
+    # (torch's scatter backward fails for a src larger than the index: the refs cut src to its size)
+    "scatter": lambda t, x, i, s, dim: t.scatter(x, dim, i, _t_fit(s, i)),
+    "scatter_value": lambda t, x, i, dim, value: t.scatter(x, dim, i, value),
+    "scatter_add": lambda t, x, i, s, dim: t.scatter_add(x, dim, i, _t_fit(s, i)),
+    "scatter_reduce": lambda t, x, i, s, **k: t.scatter_reduce(x, src=_t_fit(s, i), index=i, **k),
+    "getitem_mask": lambda t, x, m: x[m],
     "unfold": lambda t, x, dim, size, step: x.unfold(dim, size, step),
     "diag": lambda t, x: t.diag(x),
     "diagonal": lambda t, x, **k: t.diagonal(x, **k),
@@ -1172,9 +1302,12 @@ TORCH: dict[str, Callable[..., Any]] = {
     "dot": lambda t, x, y: t.matmul(x, y),
     "linear": lambda t, x, w, *b: x @ w + (b[0] if b else 0),
     "layernorm": _t_layernorm,
-    "conv2d": lambda t, x, w, *b, **k: t.nn.functional.conv2d(x, w, *b, **k),
+    "conv2d": _t_conv,
+    "conv_transpose2d": _t_conv_transpose,
     "max_pool2d": _t_pool("max"),
+    "max_unpool2d": _t_unpool,
     "avg_pool2d": _t_pool("avg"),
+    "interpolate": _t_interpolate,
     "scaled_dot_product_attention": _t_attention,
     "scaled_dot_product_attention_gqa": lambda t, q, k, v, is_causal: t.nn.functional.scaled_dot_product_attention(
         q, k, v, is_causal=is_causal, enable_gqa=True),
@@ -1195,6 +1328,8 @@ TORCH: dict[str, Callable[..., Any]] = {
 
 # Float ops that have no gradient, with the reason (test_grad checks the lists cover the catalogue).
 NO_GRADIENT = {
+    "scatter_repeats": "where a target repeats, only the source written gets its gradient (the derivative of our "
+                       "forward); torch gives every repeated source one, for a forward it leaves undefined",
     "solve": "solve is forward-only in stage2 (the GLMs use it for the closed-form fit)",
 }
 

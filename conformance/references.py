@@ -1,5 +1,6 @@
 """numpy references for the catalogue: twins of movement ops whose numpy spelling differs, the
-float64 definitions of ops numpy has no twin for (gelu, softmax, conv2d, attention, losses...),
+float64 definitions of ops numpy has no twin for (gelu, softmax, attention, losses...; convolution,
+pooling and scatter are in references_conv.py),
 and the laws that random ops must follow.
 
 Each is the textbook definition written for clarity, not speed: the catalogue calls them on
@@ -132,49 +133,6 @@ def layernorm(x: np.ndarray, axis: int = -1, eps: float = 1e-5) -> np.ndarray:
     mean = x.mean(axis=axis, keepdims=True)
     var = ((x - mean) ** 2).mean(axis=axis, keepdims=True)  # biased, as in torch and tinygrad
     return (x - mean) / np.sqrt(var + eps)
-
-
-def _pair(v) -> tuple[int, int]:
-    return (v, v) if isinstance(v, int) else tuple(v)
-
-
-def conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1) -> np.ndarray:
-    """Cross-correlation of x (N, C, H, W) with w (O, C/groups, kh, kw), summed tap by tap."""
-    (sh, sw), (ph, pw), (dh, dw) = _pair(stride), _pair(padding), _pair(dilation)
-    n, c, h, wd = x.shape
-    o, cg, kh, kw = w.shape
-    og = o // groups
-    x = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
-    ho = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
-    wo = (wd + 2 * pw - dw * (kw - 1) - 1) // sw + 1
-    out = np.zeros((n, o, ho, wo))
-    for g in range(groups):
-        xg, wg = x[:, g * cg:(g + 1) * cg], w[g * og:(g + 1) * og]
-        for i in range(kh):
-            for j in range(kw):
-                patch = xg[:, :, i * dh:i * dh + sh * (ho - 1) + 1:sh, j * dw:j * dw + sw * (wo - 1) + 1:sw]
-                out[:, g * og:(g + 1) * og] += np.einsum("nchw,oc->nohw", patch, wg[:, :, i, j])
-    if b is not None:
-        out += b.reshape(1, o, 1, 1)
-    return out
-
-
-def pool2d(x, kernel_size=(2, 2), stride=None, padding=0, dilation=1, mode="max") -> np.ndarray:
-    """Max or average pooling over the last two axes; average counts the zero padding (the
-    default of tinygrad and torch), max pads with -inf."""
-    (kh, kw) = _pair(kernel_size)
-    (sh, sw) = _pair(stride if stride is not None else kernel_size)
-    (ph, pw), (dh, dw) = _pair(padding), _pair(dilation)
-    fill = -np.inf if mode == "max" else 0.0
-    pads = [(0, 0)] * (x.ndim - 2) + [(ph, ph), (pw, pw)]
-    xp = np.pad(x, pads, constant_values=fill)
-    h, w = x.shape[-2:]
-    ho = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
-    wo = (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
-    taps = [xp[..., i * dh:i * dh + sh * (ho - 1) + 1:sh, j * dw:j * dw + sw * (wo - 1) + 1:sw]
-            for i in range(kh) for j in range(kw)]
-    stacked = np.stack(taps)
-    return stacked.max(axis=0) if mode == "max" else stacked.mean(axis=0)
 
 
 def attention(q, k, v, attn_mask=None, is_causal=False) -> np.ndarray:

@@ -52,6 +52,8 @@ class ScatterMixin(TensorCore):
         n = self.shape[d]
         if index.numel() and (int(index.min().item()) < 0 or int(index.max().item()) >= n):
             raise IndexError(f"{name}: index values must lie in [0, {n}) for self {self.shape} on dim {d}")
+        if index.numel() == 0:
+            return self
         src = src.shrink(tuple((0, i) for i in index.shape)).cast(self.dtype).unsqueeze(d + 1)
         base = self.shrink(tuple((0, n) if k == d else (0, i) for k, i in enumerate(index.shape)))
         # hit[.., j, p, ..] (j on dim d, p on dim d + 1): does source j land on target p?
