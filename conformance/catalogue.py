@@ -599,6 +599,65 @@ add(*map(_sampled, [
     _unary("bitwise_not", lambda T, x: x.bitwise_not(), np.invert, _BITS),
 ]))
 
+
+def _np_trunc_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    q = np.trunc(np.true_divide(a, b))
+    return q if q.dtype == np.result_type(a, b) else q.astype(np.result_type(a, b))
+
+
+def _wrap64(v: int) -> int:
+    return (v + 2**63) % 2**64 - 2**63
+
+
+def _np_exact(fn: Callable[[int, int], int]) -> Callable[..., np.ndarray]:
+    """An int64 op by Python's unbounded ints, wrapped to int64 (numpy's ints go through floats)."""
+    return lambda a, b: np.array([_wrap64(fn(int(x), int(y))) for x, y in zip(a.ravel(), b.ravel(), strict=True)],
+                                 dtype=np.int64).reshape(a.shape)
+
+
+def _huge(divisor: bool) -> Domain:
+    """int64 values across the whole range, where float64 loses the low bits: dividends up to 2^63 in
+    size, divisors from 1 to 2^62 (each a random count of bits), the extremes included."""
+
+    def draw(rng: np.random.Generator, shape: tuple, dtype: str) -> np.ndarray:
+        if not divisor:
+            x = rng.integers(-2**63, 2**63 - 1, size=shape, dtype=np.int64, endpoint=True)
+            x.flat[:2] = [-2**63, 2**63 - 1]
+            return x
+        bits = rng.integers(1, 63, size=shape)
+        x = np.array([int(rng.integers(2**(k - 1), 2**k)) for k in bits.ravel()], dtype=np.int64).reshape(shape)
+        return x * rng.choice(np.array([-1, 1]), size=shape)
+
+    return draw
+
+
+_DIVIDE_INTS = [case(Arg((200,), domain=_huge(False)), Arg((200,), domain=_huge(True)))]
+
+add(*map(_sampled, [
+    _binary("floordiv", lambda T, x, y: x // y, np.floor_divide, NUMERIC, right=NONZERO),
+    _binary("mod", lambda T, x, y: x % y, np.remainder, NUMERIC, right=NONZERO),
+    _binary("idiv", lambda T, x, y: x.idiv(y), _np_trunc_div, NUMERIC, right=NONZERO),
+    _binary("div_floor", lambda T, x, y: x.div(y, rounding_mode="floor"), np.floor_divide, NUMERIC, right=NONZERO),
+    _binary("div_trunc", lambda T, x, y: x.div(y, rounding_mode="trunc"), _np_trunc_div, NUMERIC, right=NONZERO),
+    _unary("lshift", lambda T, x, bits: x << bits, lambda a, bits: np.left_shift(a, bits), INTS, bits=3),
+    _unary("rshift", lambda T, x, bits: x >> bits, lambda a, bits: np.right_shift(a, bits), INTS, bits=2),
+]))
+add(
+    _scalar("floordiv_scalar", lambda T, x, s: x // s, lambda a, s: np.floor_divide(a, s), NUMERIC, (3, -2.5)),
+    _scalar("rfloordiv", lambda T, x, s: s // x, lambda a, s: np.floor_divide(s, a), NUMERIC, (7, 2.5),
+            domain=NONZERO),
+    _scalar("mod_scalar", lambda T, x, s: x % s, lambda a, s: np.remainder(a, s), NUMERIC, (3, -2.5)),
+    _scalar("rmod", lambda T, x, s: s % x, lambda a, s: np.remainder(s, a), NUMERIC, (7, 2.5), domain=NONZERO),
+    # int64 beyond float64's 53 bits, against Python's exact ints
+    Op("floordiv_int64", "elementwise", lambda T, x, y: x // y, _np_exact(lambda x, y: x // y), ("int64",),
+       fixed(_DIVIDE_INTS), compute="same", capability="floordiv"),
+    Op("mod_int64", "elementwise", lambda T, x, y: x % y, _np_exact(lambda x, y: x % y), ("int64",),
+       fixed(_DIVIDE_INTS), compute="same", capability="mod"),
+    Op("idiv_int64", "elementwise", lambda T, x, y: x.idiv(y),
+       _np_exact(lambda x, y: abs(x) // abs(y) * (1 if (x < 0) == (y < 0) else -1)), ("int64",),
+       fixed(_DIVIDE_INTS), compute="same", capability="idiv"),
+)
+
 # ==== reductions ====
 
 
@@ -1244,6 +1303,16 @@ TORCH: dict[str, Callable[..., Any]] = {
     "asinh": lambda t, x: x.asinh(),
     "acosh": lambda t, x: x.acosh(),
     "copysign": lambda t, x, y: t.copysign(x, y),
+    "floordiv": lambda t, x, y: t.div(x, y, rounding_mode="floor"),
+    "mod": lambda t, x, y: t.remainder(x, y),
+    "idiv": lambda t, x, y: t.div(x, y, rounding_mode="trunc"),
+    "div_floor": lambda t, x, y: t.div(x, y, rounding_mode="floor"),
+    "div_trunc": lambda t, x, y: t.div(x, y, rounding_mode="trunc"),
+    "floordiv_scalar": lambda t, x, s: t.div(x, s, rounding_mode="floor"),
+    "mod_scalar": lambda t, x, s: x % s,
+    # torch has no derivative of a scalar's remainder or floor division by a tensor: their formulas
+    "rfloordiv": lambda t, x, s: (s / x).floor(),
+    "rmod": lambda t, x, s: s - (s / x).floor() * x,
     "logaddexp": lambda t, x, y: t.logaddexp(x, y),
     "lerp": lambda t, x, y, w: x + (y - x) * w,
     "elu": lambda t, x: t.nn.functional.elu(x),

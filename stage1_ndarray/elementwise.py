@@ -93,8 +93,11 @@ class ElementwiseMixin(TensorCore):
     def mul(self, x: Operand, reflected: bool = False) -> Self:
         return self._binary(Ops.AND if self._both_bool(x) else Ops.MUL, "mul", x, reflected)
 
-    def div(self, x: Operand, reflected: bool = False) -> Self:
-        """True division: ints divide as default_float."""
+    def div(self, x: Operand, reflected: bool = False, rounding_mode: str | None = None) -> Self:
+        """True division: ints divide as default_float. rounding_mode "floor" or "trunc" rounds the
+        quotient instead, in the operands' dtype (division.py)."""
+        if rounding_mode is not None:
+            return self._div_rounded(x, reflected, rounding_mode)
         a, b = self._operands("div", x, reflected)
         return a.cast(float_of(a.dtype))._binary(Ops.DIV, "div", b.cast(float_of(a.dtype)))
 

@@ -19,6 +19,7 @@ from . import random, threads
 from .ckernels import ffi, int64s
 from .convolution import ConvolutionMixin
 from .device import buffer_class, canonical, check
+from .division import DivisionMixin
 from .dtype import DType, dtypes, to_dtype
 from .elementwise import ElementwiseMixin
 from .functional import FunctionalMixin
@@ -66,7 +67,7 @@ def _from_python(data, dtype: DType | None) -> np.ndarray:
 
 
 class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
-              ConvolutionMixin, ScatterMixin, SurfaceMixin):
+              ConvolutionMixin, ScatterMixin, DivisionMixin, SurfaceMixin):
     training: bool = False
 
     def __init__(self, data, dtype=None, device: str | None = None, requires_grad: bool | None = None):

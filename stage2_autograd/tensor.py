@@ -20,6 +20,7 @@ from .autograd import AutogradMixin, check_requires_grad, record
 from .ckernels import ffi, int64s
 from .convolution import ConvolutionMixin
 from .device import buffer_class, canonical, check
+from .division import DivisionMixin
 from .dtype import DType, dtypes, to_dtype
 from .elementwise import ElementwiseMixin
 from .functional import FunctionalMixin
@@ -68,7 +69,7 @@ def _from_python(data, dtype: DType | None) -> np.ndarray:
 
 
 class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
-              ConvolutionMixin, ScatterMixin, SurfaceMixin, AutogradMixin):
+              ConvolutionMixin, ScatterMixin, DivisionMixin, SurfaceMixin, AutogradMixin):
     training: bool = False
 
     def __init__(self, data, dtype=None, device: str | None = None, requires_grad: bool | None = None):
