@@ -1063,7 +1063,10 @@ add(
         [case(Arg((3, 4)), Arg((4, 5)), formula="ij,jk->ik"), case(Arg((3, 4)), Arg((4, 5)), formula="ij,jk"),
          case(Arg((2, 3, 4), "X"), formula="bij->jb"), case(Arg((2, 3, 4)), Arg((4, 5)), formula="bij,jk->bik"),
          case(Arg((3, 4)), Arg((3, 4), "T"), formula="ij,ij->"), case(Arg((3,)), Arg((4,)), formula="i,j->ij"),
-         case(Arg((2, 3)), Arg((3, 4)), Arg((4,)), formula="ab,bc,c->a")]),
+         case(Arg((2, 3)), Arg((3, 4)), Arg((4,)), formula="ab,bc,c->a"),
+         case(Arg((3, 3)), formula="ii->i"), case(Arg((3, 3), "T"), formula="ii"),
+         case(Arg((3, 3, 2)), formula="iij->j"), case(Arg((2, 3, 4)), Arg((4, 5)), formula="...ij,jk->...ik"),
+         case(Arg((2, 4, 4), "X"), formula="...ii->...i"), case(Arg((2, 3)), Arg((3,)), formula="...j,...j")]),
     _nn("solve", lambda T, a, b: a.solve(b), np.linalg.solve,
         [case(Arg((n, n), domain=diag_dominant), Arg(b)) for n, b in [(1, (1,)), (4, (4,)), (7, (7, 3))]]
         + [case(Arg((5, 5), "T", domain=diag_dominant), Arg((5, 2), "F"))], tol=SOLVE),

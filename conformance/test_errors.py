@@ -80,6 +80,8 @@ ERRORS = [
         shape(2, 3)),
     Bad("meshgrid-2d", lambda T, s: _ones(T, 3).meshgrid(_ones(T, 2, 2)), ValueError, "meshgrid", shape(2, 2)),
     Bad("einsum-operands", lambda T, s: T.einsum("ij,jk->ik", _ones(T, 2, 3)), ValueError, "einsum", shape(2, 3)),
+    Bad("einsum-trace-sizes", lambda T, s: T.einsum("ii->i", _ones(T, 2, 3)), ValueError, "einsum", "2 and 3"),
+    Bad("einsum-ellipsis", lambda T, s: T.einsum("...ijk", _ones(T, 2, 3)), ValueError, "einsum", shape(2, 3)),
     Bad("einsum-sizes", lambda T, s: T.einsum("ij,jk->ik", _ones(T, 2, 3), _ones(T, 4, 2)), ValueError, "einsum",
         r"sizes 3 and 4"),
     Bad("gqa-groups", lambda T, s: _ones(T, 1, 3, 4, 8).scaled_dot_product_attention(

@@ -564,30 +564,53 @@ class SurfaceMixin(TensorCore):
 
     @staticmethod
     def einsum(formula: str, *operands):
-        """Einstein summation (numpy's and torch's "ij,jk->ik"; without "->" the output is every
-        letter used once, in alphabetical order): each operand is permuted to one letter order and
-        broadcast along the letters it lacks, the product is summed over the letters the output
-        drops. No "..." and no letter twice in one operand (a trace): both raise ValueError."""
+        """Einstein summation (numpy's and torch's "ij,jk->ik"; without "->" the output is the
+        broadcast dims of "..." then every letter used once, in alphabetical order). A letter twice
+        in one operand takes its diagonal first (a trace). Each operand is then permuted to one
+        letter order and broadcast along the letters it lacks, and the product is summed over the
+        letters the output drops."""
         if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
             operands = tuple(operands[0])
         spec = formula.replace(" ", "")
         inputs, arrow, output = spec.partition("->")
         terms = inputs.split(",")
-        if "." in spec or not operands or len(terms) != len(operands) or not all(t.isalpha() for t in terms if t):
+        plain = [t.replace("...", "") for t in terms + [output]]
+        if not operands or len(terms) != len(operands) or not all(t.isalpha() for t in plain if t) \
+                or any(t.count("...") > 1 for t in terms + [output]):
             raise ValueError(f"einsum: {formula!r} does not fit {len(operands)} operands of shapes "
                              f"{[getattr(o, 'shape', None) for o in operands]}: expected one group of letters "
-                             "per operand, without '...'")
-        letters = sorted(set("".join(terms)))
+                             "(and at most one '...') per operand")
+        # "..." stands for the dims no letter names, right-aligned across operands as in broadcasting:
+        # give them letters of their own, the last ones to the trailing dims
+        spare = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz" if c not in spec]
+        width = max([x.ndim - len(t) + 3 for t, x in zip(terms, operands, strict=True) if "..." in t] + [0])
+        if width > len(spare) or any("..." in t and x.ndim < len(t) - 3 for t, x in zip(terms, operands, strict=True)):
+            raise ValueError(f"einsum: '...' of {formula!r} does not fit operands of shapes "
+                             f"{[o.shape for o in operands]}")
+        dots = "".join(spare[:width])
+        terms = [t.replace("...", dots[width - (x.ndim - len(t) + 3):]) if "..." in t else t
+                 for t, x in zip(terms, operands, strict=True)]
+        letters = sorted(set("".join(terms)) - set(dots))
         if not arrow:
-            output = "".join(c for c in letters if "".join(terms).count(c) == 1)
-        if any(len(set(t)) != len(t) for t in terms) or len(set(output)) != len(output) or set(output) - set(letters):
-            raise ValueError(f"einsum: {formula!r}: a letter repeats in one operand or the output names a letter "
-                             "no operand has")
-        sizes: dict[str, int] = {}
-        for term, x in zip(terms, operands, strict=True):
+            output = dots + "".join(c for c in letters if "".join(terms).count(c) == 1)
+        output = output.replace("...", dots)
+        letters = sorted(set("".join(terms)))
+        if len(set(output)) != len(output) or set(output) - set(letters):
+            raise ValueError(f"einsum: {formula!r}: the output repeats a letter or names one no operand has")
+        operands = list(operands)
+        for k, (term, x) in enumerate(zip(terms, operands, strict=True)):
             if len(term) != x.ndim:
                 raise ValueError(f"einsum: operand {term!r} of {formula!r} has shape {x.shape}, "
                                  f"expected {len(term)} dims")
+            while len(set(term)) != len(term):  # a repeated letter: its diagonal, moved to the end
+                c = next(c for c in term if term.count(c) > 1)
+                i, j = term.index(c), term.index(c, term.index(c) + 1)
+                if x.shape[i] != x.shape[j]:
+                    raise ValueError(f"einsum: letter {c!r} of {formula!r} has sizes {x.shape[i]} and {x.shape[j]}")
+                x, term = x.diagonal(0, i, j), term[:i] + term[i + 1:j] + term[j + 1:] + c
+            terms[k], operands[k] = term, x
+        sizes: dict[str, int] = {}
+        for term, x in zip(terms, operands, strict=True):
             for c, n in zip(term, x.shape, strict=True):
                 have = sizes.get(c)
                 if have is None or have == 1:
