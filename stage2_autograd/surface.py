@@ -532,14 +532,25 @@ class SurfaceMixin(TensorCore):
         flat = x.reshape(lead + (k * k,)).pad(tuple((0, 0) for _ in lead) + ((0, k),))
         return flat.reshape(lead + (k, k + 1)).shrink(tuple(None for _ in lead) + (None, (0, 1))).reshape(lead + (k,))
 
-    def repeat_interleave(self, repeats: int, dim: int | None = None) -> Self:
-        """Each element repeated `repeats` times in place along dim (flattened first when dim is None)."""
-        if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 0:
-            raise TypeError(f"repeat_interleave: repeats must be an int >= 0, got {repeats!r} (tensor repeats are "
-                            "not supported)")
+    def repeat_interleave(self, repeats, dim: int | None = None) -> Self:
+        """Each element repeated `repeats` times in place along dim (flattened first when dim is None).
+        repeats is an int, or an int tensor or list with a count for each element (read back to
+        Python once: the output's length depends on them), then the rows are picked by index."""
         if dim is None:
             return self.flatten().repeat_interleave(repeats, 0)
         d = normalize_axis("repeat_interleave", dim, self.ndim, self.shape)
+        if isinstance(repeats, (TensorCore, list, tuple)):
+            counts = repeats.tolist() if isinstance(repeats, TensorCore) else list(repeats)
+            if isinstance(repeats, TensorCore) and (repeats.dtype.is_float or repeats.dtype is dtypes.bool) \
+                    or not all(isinstance(c, int) and not isinstance(c, bool) for c in counts):
+                raise TypeError(f"repeat_interleave: repeats must hold ints, got {getattr(repeats, 'dtype', repeats)}")
+            counts = counts * self.shape[d] if len(counts) == 1 else counts
+            if len(counts) != self.shape[d] or any(c < 0 for c in counts):
+                raise ValueError(f"repeat_interleave: repeats {counts} must be {self.shape[d]} counts >= 0 "
+                                 f"(dim {d} of shape {self.shape})")
+            return self[(slice(None),) * d + ([i for i, c in enumerate(counts) for _ in range(c)],)]
+        if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 0:
+            raise TypeError(f"repeat_interleave: repeats must be an int >= 0 or a tensor of them, got {repeats!r}")
         x = self.unsqueeze(d + 1)
         shape = x.shape[: d + 1] + (repeats,) + x.shape[d + 2:]
         return x.expand(shape).reshape(self.shape[:d] + (self.shape[d] * repeats,) + self.shape[d + 1:])
