@@ -851,6 +851,18 @@ add(
        kind="random", check=R.init_law(lambda shape: math.prod(shape) ** -0.5)),
     Op("kaiming_normal", "creation", lambda T, shape: T.kaiming_normal(*shape), None, ("float32",), _INIT,
        kind="random", check=R.normal_init_law(lambda shape: R.kaiming_bound(shape) / math.sqrt(3.0))),
+    Op("rand_like", "creation", lambda T, x: x.rand_like(), None, FLOATS, fixed([case(Arg((100, 100)))]),
+       kind="random", check=R.random_law(0.0, 1.0, 0.5, math.sqrt(1 / 12))),
+    Op("randn_like", "creation", lambda T, x: x.randn_like(), None, FLOATS, fixed([case(Arg((100, 100), "T"))]),
+       kind="random", check=R.random_law(-np.inf, np.inf, 0.0, 1.0)),
+    Op("bernoulli", "creation", lambda T, p: p.bernoulli(), None, FLOATS,
+       fixed([case(Arg((100, 100), domain=lambda rng, shape, dtype: np.full(shape, 0.25, dtype)))]),
+       kind="random", check=R.bernoulli_law),
+    Op("multinomial", "creation", lambda T, w, n: w.multinomial(n, replacement=True), None, FLOATS,
+       fixed([case(Arg(s, domain=lambda rng, shape, dtype: np.broadcast_to(np.array([1, 2, 0, 5], dtype), shape)),
+                   n=4000) for s in [(4,), (3, 4)]]), kind="random", check=R.multinomial_law, out=to_int64),
+    Op("randperm", "creation", lambda T, n: T.randperm(n), None, ("int64",), fixed([case(n=40), case(n=1)]),
+       kind="random", check=R.randperm_law, out=lambda dt, **_: None),
 )
 
 

@@ -254,6 +254,26 @@ def randint_law(x: np.ndarray, low: int, high: int, **_: Any) -> None:
     expect(set(np.unique(x)) == set(range(low, high)), np.unique(x))
 
 
+def bernoulli_law(x: np.ndarray, **_: Any) -> None:
+    """0s and 1s, a quarter of them 1 (the case's probabilities are all 0.25)."""
+    expect(set(np.unique(x)) <= {0.0, 1.0}, np.unique(x))
+    expect(abs(x.mean() - 0.25) < 7 * math.sqrt(0.25 * 0.75 / x.size), x.mean())
+
+
+def multinomial_law(x: np.ndarray, **_: Any) -> None:
+    """Draws from the case's weights (1, 2, 0, 5) / 8, one row of samples a row of weights."""
+    p = np.array([1, 2, 0, 5]) / 8
+    expect(x.dtype.kind == "i" and x.min() >= 0 and x.max() < 4, (x.dtype, x.min(), x.max()))
+    for row in x.reshape(-1, x.shape[-1]):
+        share = np.bincount(row, minlength=4) / row.size
+        expect(np.all(np.abs(share - p) < 7 * np.sqrt(p * (1 - p) / row.size) + 1e-9), share)
+
+
+def randperm_law(x: np.ndarray, **_: Any) -> None:
+    expect(x.dtype.kind == "i" and np.array_equal(np.sort(x), np.arange(x.size)), x)
+    expect(x.size < 10 or not np.array_equal(x, np.arange(x.size)), x)
+
+
 def dropout_train(T, x, p: float):
     """x and x.dropout(p) with Tensor.training switched on for the call only."""
     old = T.training

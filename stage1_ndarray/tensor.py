@@ -25,6 +25,7 @@ from .elementwise import ElementwiseMixin
 from .functional import FunctionalMixin
 from .movement import MovementMixin
 from .reduce import ReduceMixin
+from .sampling import SamplingMixin
 from .scatter import ScatterMixin
 from .shape import MAX_DIMS, Shape, contiguous_strides, is_contiguous, merge_dims, prod
 from .surface import SurfaceMixin
@@ -67,7 +68,7 @@ def _from_python(data, dtype: DType | None) -> np.ndarray:
 
 
 class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
-              ConvolutionMixin, ScatterMixin, DivisionMixin, SurfaceMixin):
+              ConvolutionMixin, ScatterMixin, DivisionMixin, SamplingMixin, SurfaceMixin):
     training: bool = False
 
     def __init__(self, data, dtype=None, device: str | None = None, requires_grad: bool | None = None):

@@ -27,6 +27,7 @@ from .functional import FunctionalMixin
 from .movement import MovementMixin
 from .ops import Ops
 from .reduce import ReduceMixin
+from .sampling import SamplingMixin
 from .scatter import ScatterMixin
 from .shape import MAX_DIMS, Shape, contiguous_strides, is_contiguous, merge_dims, prod
 from .surface import SurfaceMixin
@@ -69,7 +70,7 @@ def _from_python(data, dtype: DType | None) -> np.ndarray:
 
 
 class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
-              ConvolutionMixin, ScatterMixin, DivisionMixin, SurfaceMixin, AutogradMixin):
+              ConvolutionMixin, ScatterMixin, DivisionMixin, SamplingMixin, SurfaceMixin, AutogradMixin):
     training: bool = False
 
     def __init__(self, data, dtype=None, device: str | None = None, requires_grad: bool | None = None):

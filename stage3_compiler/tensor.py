@@ -29,6 +29,7 @@ from .movement import MovementMixin
 from .ops import Ops
 from .realize import realize
 from .reduce import ReduceMixin
+from .sampling import SamplingMixin
 from .scatter import ScatterMixin
 from .shape import MAX_DIMS, Shape, prod
 from .surface import SurfaceMixin
@@ -71,7 +72,7 @@ def _from_python(data, dtype: DType | None) -> np.ndarray:
 
 
 class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
-              ConvolutionMixin, ScatterMixin, DivisionMixin, SurfaceMixin, AutogradMixin):
+              ConvolutionMixin, ScatterMixin, DivisionMixin, SamplingMixin, SurfaceMixin, AutogradMixin):
     training: bool = False
 
     def __init__(self, data, dtype=None, device: str | None = None, requires_grad: bool | None = None):
