@@ -292,7 +292,8 @@ _GETITEM_KEYS = {
                 Index([2, 0, 2]), (_S(None), Index([-1, 0])), (..., Index([[0, 1], [3, 4]])),
                 Index([1]), [0, 2], (_S(None), [3, 1, 3]), (None, Index([0, 0]), _S(None, None, 2)),
                 (Index([0, 2]), Index([1, 3])), (Index([[0], [2]]), Index([1, 3])),
-                (_S(None), Index([0, 1]), Index([4, 2])), (..., Index([-1]), Index([[0, 1]]))],
+                (_S(None), Index([0, 1]), Index([4, 2])), (..., Index([-1]), Index([[0, 1]])),
+                ((0, 2),), (1, (0, 3), [1, 4])],  # a tuple inside the index is a list
     (): [(), None, ...],
     (6,): [5, -6, _S(2, 2), _S(None, None, -1), _S(5, None, -2), Index([]), Index([5, -6, 0])],
 }

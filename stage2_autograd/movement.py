@@ -39,7 +39,7 @@ def _is_mask(index) -> bool:
 
 
 def _is_index_array(item) -> bool:
-    return isinstance(item, (TensorCore, list, np.ndarray))
+    return isinstance(item, (TensorCore, list, tuple, np.ndarray))  # a tuple inside the index: a list
 
 
 class MovementMixin(TensorCore):
@@ -311,7 +311,7 @@ class MovementMixin(TensorCore):
         for _, _, item, n, _ in advanced:
             # Index arrays are data, like the lists they may be: they follow the tensor to its device.
             t = item.to(self.device) if isinstance(item, TensorCore) else self._like(
-                item if not isinstance(item, list) or item else np.zeros(0, np.int64))
+                item if not isinstance(item, (list, tuple)) else list(item) or np.zeros(0, np.int64))
             if not t.dtype.is_int:
                 raise TypeError(f"getitem: index arrays must be integers, got {t.dtype.name}")
             t = t.cast(dtypes.int64)
