@@ -763,8 +763,11 @@ def _np_masked_select(a: np.ndarray, m: np.ndarray) -> np.ndarray:
 
 
 def _np_argsort(a: np.ndarray, dim: int, descending: bool) -> np.ndarray:
-    """Stable; descending keeps equal elements in their order, as torch's stable sort."""
-    return np.argsort(-a.astype(np.float64) if descending else a, axis=dim, kind="stable")
+    """Stable; descending keeps equal elements in their order and puts NaN first, as torch's stable sort."""
+    if not descending:
+        return np.argsort(a, axis=dim, kind="stable")
+    f = a.astype(np.float64)
+    return np.lexsort((-np.where(np.isnan(f), 0, f), ~np.isnan(f)), axis=dim)
 
 
 def _np_sort(a: np.ndarray, dim: int, descending: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -780,11 +783,14 @@ def _np_topk(a: np.ndarray, k: int, dim: int, largest: bool) -> tuple[np.ndarray
 
 _SORTS = [case(Arg((3, 6)), dim=1, descending=False), case(Arg((3, 6)), dim=0, descending=True),
           case(Arg((2, 3, 4), "X"), dim=-1, descending=True), case(Arg((5,)), dim=0, descending=False),
-          case(Arg((0, 3)), dim=1, descending=False)]
+          case(Arg((0, 3)), dim=1, descending=False),
+          # past NETWORK_FROM (64): the bitonic network instead of ranks
+          case(Arg((3, 100)), dim=1, descending=False), case(Arg((70, 2), "T"), dim=0, descending=True)]
 _TOPK = [case(Arg((3, 6)), k=2, dim=1, largest=True), case(Arg((4, 3)), k=4, dim=0, largest=False),
-         case(Arg((2, 3, 4), "T"), k=0, dim=-1, largest=True)]
+         case(Arg((2, 3, 4), "T"), k=0, dim=-1, largest=True), case(Arg((3, 100)), k=5, dim=1, largest=True)]
 _SORT_SPECIAL = [Case(c.id + "|special", c.args, c.params)
-                 for c in [case(Arg((4, 5), domain=special), dim=1, descending=False)]]
+                 for c in [case(Arg((4, 5), domain=special), dim=1, descending=False),
+                           case(Arg((2, 90), domain=special), dim=1, descending=True)]]
 
 add(
     Op("masked_fill", "movement", lambda T, x, m, value: x.masked_fill(m, value),

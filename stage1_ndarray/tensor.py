@@ -28,6 +28,7 @@ from .reduce import ReduceMixin
 from .sampling import SamplingMixin
 from .scatter import ScatterMixin
 from .shape import MAX_DIMS, Shape, contiguous_strides, is_contiguous, merge_dims, prod
+from .sorting import SortingMixin
 from .surface import SurfaceMixin
 
 
@@ -68,7 +69,7 @@ def _from_python(data, dtype: DType | None) -> np.ndarray:
 
 
 class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
-              ConvolutionMixin, ScatterMixin, DivisionMixin, SamplingMixin, SurfaceMixin):
+              ConvolutionMixin, ScatterMixin, DivisionMixin, SamplingMixin, SortingMixin, SurfaceMixin):
     training: bool = False
 
     def __init__(self, data, dtype=None, device: str | None = None, requires_grad: bool | None = None):

@@ -388,49 +388,6 @@ class SurfaceMixin(TensorCore):
             out = pieces[0].cat(*pieces[1:], dim=d)
         return out
 
-    # ---- sorting ----
-
-    def _ranks(self, a: int, descending: bool) -> Self:
-        """Where each element of a line along axis a goes in the stably sorted line: the count of
-        elements that sort before it (smaller, or equal and earlier). NaN sorts as the largest
-        value (last ascending, first descending, as numpy and torch). n^2 comparisons a line."""
-        n = self.shape[a]
-        xi, xj = self.unsqueeze(a + 1), self.unsqueeze(a)  # (.., n_i, 1, ..) and (.., 1, n_j, ..)
-        ni, nj = xi != xi, xj != xj
-        first = (xj > xi) | (nj & ~ni) if descending else (xj < xi) | (ni & ~nj)
-        index = self.arange(n, device=self.device)
-        earlier = (index.reshape(1, n) < index.reshape(n, 1)).reshape((1,) * a + (n, n) + (1,) * (self.ndim - a - 1))
-        same = (xj == xi) | (ni & nj)
-        return (first | (same & earlier)).sum(a + 1)
-
-    def sort(self, dim: int = -1, descending: bool = False) -> tuple[Self, Self]:
-        """(values, indices), stable (torch's and tinygrad's sort); the values carry the gradient."""
-        if self.ndim == 0:
-            return self, self.full((), 0, dtypes.int64, self.device)
-        a = normalize_axis("sort", dim, self.ndim, self.shape)
-        n = self.shape[a]
-        slots = self.arange(n, device=self.device).reshape((1,) * a + (n, 1) + (1,) * (self.ndim - a - 1))
-        goes = self._ranks(a, descending).unsqueeze(a) == slots  # (.., slot, element, ..)
-        values = goes.where(self.unsqueeze(a), self.full((), 0, self.dtype, self.device)).sum(a + 1)
-        index = self.arange(n, device=self.device).reshape((1,) * (a + 1) + (n,) + (1,) * (self.ndim - a - 1))
-        indices = goes.where(index, 0).sum(a + 1)
-        return values.cast(self.dtype), indices.cast(dtypes.int64)
-
-    def argsort(self, dim: int = -1, descending: bool = False) -> Self:
-        return self.sort(dim, descending)[1]
-
-    def topk(self, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> tuple[Self, Self]:
-        """The k largest (or smallest) along dim, as (values, indices), in sorted order."""
-        a = normalize_axis("topk", dim, self.ndim, self.shape)
-        n = self.shape[a] if self.ndim else 1
-        if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= n:
-            raise ValueError(f"topk: k must be an int in [0, {n}] for shape {self.shape} on dim {a}, got {k!r}")
-        values, indices = self.sort(a, descending=largest)
-        if self.ndim == 0:
-            return values, indices
-        keep = tuple((0, k) if d == a else None for d in range(self.ndim))
-        return values.shrink(keep), indices.shrink(keep)
-
     # ---- indexing ----
 
     def masked_fill(self, mask: Self, value) -> Self:
