@@ -71,7 +71,7 @@ def _from_python(data, dtype: DType | None) -> np.ndarray:
 
 
 class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
-              ConvolutionMixin, ScatterMixin, DivisionMixin, SamplingMixin, SortingMixin, SurfaceMixin, AutogradMixin):
+             ConvolutionMixin, ScatterMixin, DivisionMixin, SamplingMixin, SortingMixin, SurfaceMixin, AutogradMixin):
     training: bool = False
 
     def __init__(self, data, dtype=None, device: str | None = None, requires_grad: bool | None = None):
