@@ -29,7 +29,7 @@ def _torch(x: np.ndarray, op: str):
     t = torch.from_numpy(x)
     if op == "topk":
         return lambda: torch.topk(t, 50)[0].numpy()
-    return lambda: torch.sort(t, -1, stable=True)[0].numpy()
+    return lambda: torch.sort(t, dim=-1, stable=True)[0].numpy()
 
 
 @pytest.mark.parametrize("impl", STAGES + ["torch"])
