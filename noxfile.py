@@ -96,8 +96,9 @@ def conformance(session: nox.Session) -> None:
 
 @nox.session
 def models(session: nox.Session) -> None:
-    """Data loaders, tokenizers, the model zoo, nanochat and the training loop on real data (fetches the data once)."""
-    install(session, "test", "data", "torch")
+    """Data loaders, tokenizers, the model zoo, nanochat, the training loop on real data (fetches the data
+    once) and data-parallel training on two MPI ranks (mpich's wheel)."""
+    install(session, "test", "data", "torch", "dist")
     session.run("python", "-m", "common.data.fetch")
     install_chromium(session)
     session.run("pytest", "-q", "common/tests", *session.posargs)

@@ -31,6 +31,7 @@ from .checkpoint import (
     save_checkpoint,
 )
 from .curves import save_loss_curve
+from .distributed import World
 from .optimizers import build_optimizer
 from .tasks import Task, TrainConfig
 
@@ -58,16 +59,16 @@ def learning_rate(cfg: TrainConfig, step: int, optim: ModuleType) -> float:
     raise ValueError(f"train: schedule must be 'cosine', 'constant' or 'warmdown', got {cfg.schedule!r}")
 
 
-def evaluate(task: Task, stage: ModuleType, model: Any, cfg: TrainConfig, loss: Any = None) -> float:
-    """Mean loss over ``cfg.eval_batches`` val batches, without gradients; ``loss`` is model.loss
-    or a jitted one (jitted())."""
+def evaluate(task: Task, stage: ModuleType, model: Any, cfg: TrainConfig, loss: Any = None, ranks: int = 1) -> float:
+    """Mean loss over ``cfg.eval_batches`` val batches (of the global batch size: ``ranks`` x
+    batch_size rows), without gradients; ``loss`` is model.loss or a jitted one (jitted())."""
     T = stage.Tensor
     loss = loss or model.loss
     rng = np.random.default_rng([cfg.seed, 1])
     total = 0.0
     with T.no_grad():
         for _ in range(cfg.eval_batches):
-            x, y = task.tensors(T, *task.val.sample(rng, cfg.batch_size))
+            x, y = task.tensors(T, *task.val.sample(rng, cfg.batch_size * ranks))
             total += loss(x, y).item()
     return total / cfg.eval_batches
 
@@ -79,13 +80,16 @@ def jitted(stage: ModuleType, fn: Any) -> Any:
     return jit(fn) if jit is not None and os.environ.get("JIT", "1") != "0" else fn
 
 
-def step_function(stage: ModuleType, model: Any, opt: Any, cfg: TrainConfig) -> Any:
+def step_function(stage: ModuleType, model: Any, opt: Any, cfg: TrainConfig, world: World | None = None) -> Any:
     """What one optimizer step computes, from its micro-batches [(x, y)] to their losses (a tensor,
-    one per micro-batch): each loss divided by grad_accum before backward, the gradients clipped,
-    the optimizer stepped and the gradients zeroed. On a stage with a JIT (stage3's TinyJit) it is
-    jitted: from the third step on, its kernels replay without building or scheduling the graph
-    (set JIT=0 to run it eagerly)."""
+    one per micro-batch): each loss divided by grad_accum before backward, the gradients averaged
+    over the ranks (data-parallel), clipped, the optimizer stepped and the gradients zeroed. On a
+    stage with a JIT (stage3's TinyJit) a single process's step is jitted: from the third step on,
+    its kernels replay without building or scheduling the graph (set JIT=0 to run it eagerly). A
+    data-parallel step runs eagerly: a replay would skip the exchange of gradients in between."""
     T = stage.Tensor
+    world = world or World()
+    count = [0]
 
     def step(batches):
         losses = []
@@ -94,31 +98,42 @@ def step_function(stage: ModuleType, model: Any, opt: Any, cfg: TrainConfig) -> 
                 loss = model.loss(x, y).realize()  # (stage3: the forward's kernels once, for the loss and backward)
                 (loss / cfg.grad_accum).backward()
                 losses.append(loss.detach().reshape(1))
+        count[0] += 1
+        world.average_gradients(stage, opt.params, count[0])
         if cfg.grad_clip:
             stage.optim.clip_grad_norm_(opt.params, cfg.grad_clip)
         opt.step()
         opt.zero_grad()
         return losses[0].cat(*losses[1:]) if len(losses) > 1 else losses[0]
 
-    return jitted(stage, step)
+    return jitted(stage, step) if world.size == 1 else step
 
 
-def train_step(task: Task, stage: ModuleType, step: Any, cfg: TrainConfig, rng: np.random.Generator) -> float:
+def train_step(task: Task, stage: ModuleType, step: Any, cfg: TrainConfig, rng: np.random.Generator,
+               world: World | None = None) -> float:
     """One optimizer step (``step``, from step_function) on ``cfg.grad_accum`` fresh train batches;
-    returns their mean loss (the micro-batches' float32 losses summed as Python floats)."""
-    batches = [task.tensors(stage.Tensor, *task.train.sample(rng, cfg.batch_size)) for _ in range(cfg.grad_accum)]
-    return sum(step(batches).tolist()) / cfg.grad_accum
+    returns their mean loss (the micro-batches' float32 losses summed as Python floats). With several
+    ranks each draws the global batch and keeps its slice, and the loss is the mean over the ranks."""
+    world = world or World()
+    batches = [task.tensors(stage.Tensor, *world.shard(*task.train.sample(rng, cfg.batch_size * world.size)))
+               for _ in range(cfg.grad_accum)]
+    loss = sum(step(batches).tolist()) / cfg.grad_accum
+    return world.mean(loss, "the step's loss")
 
 
 def train(task: Task, stage: ModuleType, cfg: TrainConfig, out: str | Path | None = None, resume: bool = False,
-          progress: bool = True, log: Any = print) -> RunResult:
-    """Train ``task`` on ``stage`` for ``cfg.steps`` steps; checkpoints go to ``out/ckpt.safetensors``."""
+          progress: bool = True, log: Any = print, world: World | None = None) -> RunResult:
+    """Train ``task`` on ``stage`` for ``cfg.steps`` steps; checkpoints go to ``out/ckpt.safetensors``.
+    With a ``world`` of several ranks (distributed.py) it trains data-parallel: cfg.batch_size rows
+    a rank, and rank 0 alone logs, evaluates and writes."""
     if not hasattr(stage.Tensor, "backward") or getattr(stage, "optim", None) is None:
         raise RuntimeError(f"train: {stage.__name__} has no autograd; training needs --stage 2 or later")
     if cfg.steps < 1 or cfg.grad_accum < 1 or cfg.batch_size < 1:
         raise ValueError(f"train: steps, grad_accum and batch_size must be >= 1, got {cfg.steps}, "
                          f"{cfg.grad_accum}, {cfg.batch_size}")
     T = stage.Tensor
+    world = world or World()
+    log = log if world.is_main else (lambda *a, **k: None)
     T.manual_seed(cfg.seed)
     model = task.build(stage)
     if hasattr(task, "build_optimizer"):  # a task with its own optimizer mix (nanochat: Muon + AdamW)
@@ -142,26 +157,29 @@ def train(task: Task, stage: ModuleType, cfg: TrainConfig, out: str | Path | Non
         start, losses = state.step, list(state.train_losses)
         val_history = [tuple(v) for v in state.meta.get("val_history", [])]
         log(f"resumed from {ckpt} at step {start}")
+    world.check_same_parameters(opt.params)
     began = time.perf_counter()
-    bar = tqdm(range(start, cfg.steps), desc=f"{task.name} {stage.__name__}", disable=not progress,
+    bar = tqdm(range(start, cfg.steps), desc=f"{task.name} {stage.__name__}", disable=not progress or not world.is_main,
                mininterval=1.0, initial=start, total=cfg.steps)
-    run, val_loss = step_function(stage, model, opt, cfg), jitted(stage, model.loss)
+    run, val_loss = step_function(stage, model, opt, cfg, world), jitted(stage, model.loss)
     for step in bar:
         opt.lr = learning_rate(cfg, step, stage.optim)
-        losses.append(train_step(task, stage, run, cfg, rng))
+        losses.append(train_step(task, stage, run, cfg, rng, world))
         if not np.isfinite(losses[-1]):
             raise RuntimeError(f"train {task.name}: loss is {losses[-1]} at step {step}; lower the learning rate")
         done = step + 1
-        if (cfg.eval_every and done % cfg.eval_every == 0) or done == cfg.steps:
-            val_history.append((done, evaluate(task, stage, model, cfg, val_loss)))
+        if world.is_main and ((cfg.eval_every and done % cfg.eval_every == 0) or done == cfg.steps):
+            val_history.append((done, evaluate(task, stage, model, cfg, val_loss, world.size)))
             log(f"step {done}: train loss {losses[-1]:.4f}, val loss {val_history[-1][1]:.4f}, "
                 f"lr {opt.lr:.2e}, {time.perf_counter() - began:.1f}s")
         if step % 10 == 0 or done == cfg.steps:
             bar.set_postfix(loss=f"{losses[-1]:.4f}")
-        if ckpt is not None and ((cfg.ckpt_every and done % cfg.ckpt_every == 0) or done == cfg.steps):
+        due = (cfg.ckpt_every and done % cfg.ckpt_every == 0) or done == cfg.steps
+        if ckpt is not None and world.is_main and due:
             save_checkpoint(ckpt, stage, model, opt, done, rng, {**meta, "val_history": val_history}, losses)
     seconds = time.perf_counter() - began
-    if out is not None:
+    world.barrier("the end of training")  # no rank leaves while rank 0 still writes the last checkpoint
+    if out is not None and world.is_main:
         save_loss_curve(losses, Path(out) / f"{task.name}-loss.png", f"{task.name} on {stage.__name__}")
         metrics = {"task": task.name, "stage": stage.__name__, "steps": cfg.steps, "seconds": seconds,
                    "final_train_loss": losses[-1], "val_history": val_history, "train_config": asdict(cfg),

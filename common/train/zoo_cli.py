@@ -18,6 +18,7 @@ import numpy as np
 from ..data.files import cache_dir
 from ..stages import STAGES, load_stage
 from .checkpoint import load_checkpoint, load_model_weights
+from .distributed import World
 from .loop import train
 from .sample import sample_task
 from .tasks import MODELS, make_task, task_from_meta
@@ -53,6 +54,11 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
                      help="change a model setting, e.g. --set n_layer=2 (repeatable)")
     zoo.add_argument("--samples", type=int, default=10, help="names to print after training (nanogpt: 0 = none)")
     zoo.add_argument("--tokens", type=int, default=500, help="characters nanogpt prints after training")
+    zoo.add_argument("--ddp", action="store_true",
+                     help="data-parallel over the ranks mpiexec starts (mpiexec -n 2 sitp train ... --ddp); "
+                          "--batch-size is then a rank's")
+    zoo.add_argument("--ddp-timeout", type=float, default=60.0,
+                     help="seconds a rank waits for the others before it gives up with an error")
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -73,9 +79,18 @@ def cmd_train(args: argparse.Namespace) -> int:
              "optimizer": args.optimizer, "seed": args.seed}
     cfg = dataclasses.replace(cfg, **{k: v for k, v in flags.items() if v is not None})
     out = Path(args.out) if args.out else cache_dir() / "runs" / f"{args.task}-stage{stage_number}"
+    world = World.from_launcher(args.ddp_timeout) if args.ddp else World()
+    if world.size > 1:
+        stage.Tensor.set_num_threads(world.threads_per_rank())
+    if not world.is_main:
+        train(task, stage, cfg, out, resume=args.resume, progress=False, world=world)
+        return 0
     print(f"sitp train {args.task} --stage {stage_number} ({STAGES[stage_number]}): {task.config}")
     print(f"  {cfg}")
-    result = train(task, stage, cfg, out, resume=args.resume, progress=not args.quiet)
+    if world.size > 1:
+        print(f"  data-parallel: {world.size} ranks x batch {cfg.batch_size}, "
+              f"{stage.Tensor.get_num_threads()} threads a rank")
+    result = train(task, stage, cfg, out, resume=args.resume, progress=not args.quiet, world=world)
     print(f"final train loss {result.train_losses[-1]:.4f}, val loss {result.val_history[-1][1]:.4f} "
           f"({result.seconds:.1f}s)")
     print(f"checkpoint: {result.checkpoint}")

@@ -1,0 +1,133 @@
+"""Data-parallel training on MPI (common/train/distributed.py), run for real: `mpiexec -n 2` from the
+mpich wheel starts two ranks of `sitp train nanogpt --ddp` on a small model.
+
+- 2 ranks x batch 6 reproduce 1 rank x batch 12: the same losses and parameters to within
+  float32 reduction-order noise (the gradients are summed in another order).
+- Kill one rank mid-run: the job exits non-zero within 60 s; `--resume` then continues from the
+  last checkpoint bit for bit, to the uninterrupted run's losses and weights.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("mpi4py", reason="distributed training needs mpi4py and the mpich wheel: pip install -e '.[dist]'")
+MPIEXEC = shutil.which("mpiexec") or str(Path(sys.executable).parent / "mpiexec")
+if not Path(MPIEXEC).exists():
+    pytest.skip("no mpiexec (pip install -e '.[dist]' brings mpich's)", allow_module_level=True)
+
+ROOT = Path(__file__).resolve().parents[2]
+SMALL = ["--stage", "2", "--eval-batches", "2", "--set", "n_layer=1", "--set", "n_embd=32", "--set", "n_head=2",
+         "--set", "block_size=32", "--samples", "0", "--tokens", "0", "--quiet"]
+
+
+def _train(out: Path, *flags: str, ranks: int = 1) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "common.cli", "train", "nanogpt", *SMALL, "--out", str(out), *flags]
+    if ranks > 1:
+        cmd = [MPIEXEC, "-n", str(ranks), *cmd, "--ddp"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _finish(proc: subprocess.Popen, timeout: float = 300) -> str:
+    out, _ = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, out[-3000:]
+    return out
+
+
+def _state(out: Path):
+    from common.train.checkpoint import load_checkpoint
+
+    ckpt = load_checkpoint(out / "ckpt.safetensors")
+    return np.array(ckpt.train_losses), {k: ckpt.model[k] for k in ckpt.model.keys()}
+
+
+def test_two_ranks_reproduce_one_rank_with_the_whole_batch(tmp_path):
+    steps = ["--steps", "60", "--eval-every", "0"]
+    _finish(_train(tmp_path / "one", *steps, "--batch-size", "12"))
+    _finish(_train(tmp_path / "two", *steps, "--batch-size", "6", ranks=2))
+    (l1, w1), (l2, w2) = _state(tmp_path / "one"), _state(tmp_path / "two")
+    np.testing.assert_allclose(l2, l1, rtol=1e-5)
+    assert w1.keys() == w2.keys()
+    for k in w1:
+        np.testing.assert_allclose(w2[k], w1[k], rtol=1e-4, atol=1e-5, err_msg=k)
+
+
+def _rank_pid(out: Path, rank: int) -> int | None:
+    """The pid of the training process of `rank` whose command line names `out`."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"common.cli" in cmdline and str(out).encode() in cmdline and f"PMI_RANK={rank}".encode() in environ:
+            return int(proc.name)
+    return None
+
+
+def test_a_killed_rank_ends_the_job_and_resume_is_exact(tmp_path):
+    run = ["--steps", "300", "--eval-every", "0", "--ckpt-every", "10", "--batch-size", "6"]
+    _finish(_train(tmp_path / "whole", *run, ranks=2))
+    job = _train(tmp_path / "cut", *run, ranks=2)
+    ckpt = tmp_path / "cut" / "ckpt.safetensors"
+    deadline = time.monotonic() + 120
+    while not ckpt.exists() and job.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pid = _rank_pid(tmp_path / "cut", 1)
+    assert job.poll() is None and pid is not None, "the job ended before a rank could be killed"
+    os.kill(pid, signal.SIGKILL)
+    killed = time.monotonic()
+    try:
+        output, _ = job.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        job.kill()
+        pytest.fail("the surviving rank did not exit within 60 s of the other's death")
+    print(f"the job exited {job.returncode} {time.monotonic() - killed:.1f} s after rank 1 was killed")
+    assert job.returncode != 0, output[-2000:]
+    done = _finish(_train(tmp_path / "cut", *run, "--resume", ranks=2))
+    assert "resumed from" in done
+    (l1, w1), (l2, w2) = _state(tmp_path / "whole"), _state(tmp_path / "cut")
+    np.testing.assert_array_equal(l2, l1)
+    for k in w1:
+        np.testing.assert_array_equal(w2[k], w1[k], err_msg=k)
+
+
+def test_a_hung_rank_times_out_the_others(tmp_path):
+    """A rank that stops answering (SIGSTOP) leaves the others waiting in a collective: they give
+    up after --ddp-timeout with an error that says so."""
+    job = _train(tmp_path / "hang", "--steps", "100000", "--eval-every", "0", "--batch-size", "6",
+                 "--ckpt-every", "10", "--ddp-timeout", "5", ranks=2)
+    ckpt = tmp_path / "hang" / "ckpt.safetensors"
+    deadline = time.monotonic() + 120
+    while not ckpt.exists() and job.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)  # until training runs: a rank stopped inside MPI's start-up would hang it for good
+    pid = _rank_pid(tmp_path / "hang", 1)
+    assert job.poll() is None and pid is not None, "the job is not training"
+    os.kill(pid, signal.SIGSTOP)
+    stopped = time.monotonic()
+    try:
+        output, _ = job.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.kill(pid, signal.SIGKILL)
+        job.kill()
+        pytest.fail("rank 0 still waited 60 s after rank 1 stopped")
+    finally:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    print(f"the job exited {job.returncode} {time.monotonic() - stopped:.1f} s after rank 1 stopped")
+    assert job.returncode != 0
+    assert "did not complete within 5 s" in output, output[-2000:]

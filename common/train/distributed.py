@@ -1,0 +1,157 @@
+"""Data-parallel training across processes on MPI (mpi4py; the `mpich` wheel from PyPI brings the MPI
+library and `mpiexec`, so a fresh machine needs no system packages).
+
+The stages stay single-process: communication sits beside the training loop and goes through the
+numpy door, the way data comes in. Each rank holds a whole replica of the model:
+- Data: every rank draws the same global batch (world x batch_size rows) from the same seeded RNG
+  and keeps its own slice, so 2 ranks x batch 6 see exactly the rows 1 rank x batch 12 sees, in the
+  same order, and every rank's RNG stays equal to what a checkpoint saves.
+- Gradients: after backward, each rank's mean-loss gradients are summed across ranks in buckets
+  of about BUCKET_BYTES (one Allreduce each, fewer and larger messages than one a parameter) and
+  divided by the world size: the gradient of the global batch's mean loss.
+- Rank 0 alone logs, evaluates and writes checkpoints; every rank resumes from them.
+- A collective that does not finish within `timeout` seconds (a rank hangs) ends the job with an
+  error naming the step (MPI_Abort), instead of waiting forever; a rank that dies ends the job at
+  once (mpiexec stops the others).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+BUCKET_BYTES = 4 << 20
+LAUNCHER_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "MPI_LOCALRANKID")
+
+
+class DistributedError(RuntimeError):
+    pass
+
+
+@dataclass
+class World:
+    """This process's place among the ranks; size 1 without a launcher (no MPI is loaded then)."""
+
+    rank: int = 0
+    size: int = 1
+    comm: Any = None
+    timeout: float = 60.0
+    comm_seconds: float = 0.0  # time spent in collectives, for the throughput report
+
+    @staticmethod
+    def from_launcher(timeout: float = 60.0) -> World:
+        """The world mpiexec started this process in, or a world of one when no launcher did."""
+        if not any(v in os.environ for v in LAUNCHER_VARS):
+            return World(timeout=timeout)
+        try:
+            from mpi4py import MPI
+        except ImportError as e:
+            raise DistributedError("distributed training needs mpi4py and an MPI library: "
+                                   "pip install -e '.[dist]' (mpi4py and the mpich wheel)") from e
+        comm = MPI.COMM_WORLD
+        return World(comm.Get_rank(), comm.Get_size(), comm, timeout)
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def threads_per_rank(self) -> int:
+        """The cores this process may use, shared among the ranks on this machine."""
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        local = int(os.environ.get("MPI_LOCALNRANKS", os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", self.size)))
+        return max(1, cores // max(1, local))
+
+    # ---- collectives, each with a deadline ----
+
+    def _wait(self, request: Any, what: str) -> None:
+        """Poll a non-blocking collective until it completes or the deadline passes."""
+        start = time.perf_counter()
+        deadline = start + self.timeout
+        pause = 1e-5
+        while not request.Test():
+            if time.perf_counter() > deadline:
+                # An exception would leave the collective pending, and MPI's finalize at exit would wait
+                # for it forever: say why, then end the whole job (mpiexec stops every rank).
+                print(f"sitp: error: rank {self.rank}/{self.size}: {what} did not complete within "
+                      f"{self.timeout:.0f} s: another rank died or hangs; aborting the job",
+                      file=sys.stderr, flush=True)
+                self.comm.Abort(1)
+            time.sleep(pause)
+            pause = min(pause * 2, 1e-3)
+        self.comm_seconds += time.perf_counter() - start
+
+    def allreduce_sum(self, buf: np.ndarray, what: str = "allreduce") -> np.ndarray:
+        """buf summed over the ranks, in place."""
+        if self.size == 1:
+            return buf
+        from mpi4py import MPI
+
+        self._wait(self.comm.Iallreduce(MPI.IN_PLACE, buf, op=MPI.SUM), what)
+        return buf
+
+    def broadcast(self, buf: np.ndarray, what: str = "broadcast") -> np.ndarray:
+        if self.size > 1:
+            self._wait(self.comm.Ibcast(buf, root=0), what)
+        return buf
+
+    def barrier(self, what: str = "barrier") -> None:
+        if self.size > 1:
+            self._wait(self.comm.Ibarrier(), what)
+
+    # ---- what training asks of it ----
+
+    def shard(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """This rank's rows of a global batch drawn identically on every rank."""
+        if len(x) % self.size:
+            raise ValueError(f"distributed: a global batch of {len(x)} rows does not split over {self.size} ranks")
+        rows = len(x) // self.size
+        return x[self.rank * rows:(self.rank + 1) * rows], y[self.rank * rows:(self.rank + 1) * rows]
+
+    def average_gradients(self, stage: Any, params: list, step: int) -> None:
+        """Each parameter's gradient replaced by its mean over the ranks, bucket by bucket."""
+        if self.size == 1:
+            return
+        T = stage.Tensor
+        with_grad = [p for p in params if p.grad is not None]
+        for bucket in _buckets(with_grad):
+            flat = np.concatenate([p.grad.numpy().ravel() for p in bucket])
+            self.allreduce_sum(flat, f"the gradient all-reduce of step {step}")
+            flat /= self.size
+            start = 0
+            for p in bucket:
+                n = p.grad.numel()
+                p.grad = T(flat[start:start + n].reshape(p.grad.shape), dtype=p.grad.dtype, device=p.grad.device)
+                start += n
+
+    def mean(self, value: float, what: str) -> float:
+        """A Python float averaged over the ranks (the step's loss)."""
+        if self.size == 1:
+            return value
+        return float(self.allreduce_sum(np.array([value], np.float64), what)[0]) / self.size
+
+    def check_same_parameters(self, params: list) -> None:
+        """Every rank starts from rank 0's parameters (the same seed builds the same model; this
+        makes sure and says so if not)."""
+        if self.size == 1:
+            return
+        flat = np.concatenate([p.numpy().astype(np.float64).ravel() for p in params])
+        mine = np.array([flat.sum(), np.abs(flat).sum()])
+        theirs = self.broadcast(mine.copy(), "the parameter check")
+        if not np.array_equal(mine, theirs):
+            raise DistributedError(f"rank {self.rank}: its initial parameters differ from rank 0's")
+
+
+def _buckets(params: list) -> list[list]:
+    out, current, size = [], [], 0
+    for p in params:
+        current.append(p)
+        size += p.grad.numel() * p.grad.dtype.itemsize
+        if size >= BUCKET_BYTES:
+            out.append(current)
+            current, size = [], 0
+    return out + ([current] if current else [])
