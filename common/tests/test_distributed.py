@@ -1,8 +1,9 @@
 """Data-parallel training on MPI (common/train/distributed.py), run for real: `mpiexec -n 2` from the
 mpich wheel starts two ranks of `sitp train nanogpt --ddp` on a small model.
 
-- 2 ranks x batch 6 reproduce 1 rank x batch 12: the same losses and parameters to within
-  float32 reduction-order noise (the gradients are summed in another order).
+- 2 ranks x batch 6 reproduce 1 rank x batch 12 on stage2 and stage3, with the gradients
+  all-reduced or the optimizer sharded (ZeRO-1): the same losses and parameters to within float32
+  reduction-order noise (the gradients are summed in another order).
 - Kill one rank mid-run: the job exits non-zero within 60 s; `--resume` then continues from the
   last checkpoint bit for bit, to the uninterrupted run's losses and weights.
 """
@@ -26,12 +27,12 @@ if not Path(MPIEXEC).exists():
     pytest.skip("no mpiexec (pip install -e '.[dist]' brings mpich's)", allow_module_level=True)
 
 ROOT = Path(__file__).resolve().parents[2]
-SMALL = ["--stage", "2", "--eval-batches", "2", "--set", "n_layer=1", "--set", "n_embd=32", "--set", "n_head=2",
+SMALL = ["--eval-batches", "2", "--set", "n_layer=1", "--set", "n_embd=32", "--set", "n_head=2",
          "--set", "block_size=32", "--samples", "0", "--tokens", "0", "--quiet"]
 
 
-def _train(out: Path, *flags: str, ranks: int = 1) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "common.cli", "train", "nanogpt", *SMALL, "--out", str(out), *flags]
+def _train(out: Path, *flags: str, ranks: int = 1, stage: str = "2") -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "common.cli", "train", "nanogpt", "--stage", stage, *SMALL, "--out", str(out), *flags]
     if ranks > 1:
         cmd = [MPIEXEC, "-n", str(ranks), *cmd, "--ddp"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -51,10 +52,12 @@ def _state(out: Path):
     return np.array(ckpt.train_losses), {k: ckpt.model[k] for k in ckpt.model.keys()}
 
 
-def test_two_ranks_reproduce_one_rank_with_the_whole_batch(tmp_path):
+@pytest.mark.parametrize("stage, sharded", [("2", False), ("2", True), ("3", False)])
+def test_two_ranks_reproduce_one_rank_with_the_whole_batch(tmp_path, stage, sharded):
     steps = ["--steps", "60", "--eval-every", "0"]
-    _finish(_train(tmp_path / "one", *steps, "--batch-size", "12"))
-    _finish(_train(tmp_path / "two", *steps, "--batch-size", "6", ranks=2))
+    _finish(_train(tmp_path / "one", *steps, "--batch-size", "12", stage=stage))
+    _finish(_train(tmp_path / "two", *steps, "--batch-size", "6", *(["--zero"] if sharded else []), ranks=2,
+                   stage=stage))
     (l1, w1), (l2, w2) = _state(tmp_path / "one"), _state(tmp_path / "two")
     np.testing.assert_allclose(l2, l1, rtol=1e-5)
     assert w1.keys() == w2.keys()
@@ -77,8 +80,11 @@ def _rank_pid(out: Path, rank: int) -> int | None:
     return None
 
 
-def test_a_killed_rank_ends_the_job_and_resume_is_exact(tmp_path):
-    run = ["--steps", "300", "--eval-every", "0", "--ckpt-every", "10", "--batch-size", "6"]
+@pytest.mark.parametrize("sharded", [False, True], ids=["allreduce", "zero"])
+def test_a_killed_rank_ends_the_job_and_resume_is_exact(tmp_path, sharded):
+    """(Sharded, the checkpoint holds the optimizer state every owner sent rank 0.)"""
+    run = ["--steps", "300", "--eval-every", "0", "--ckpt-every", "10", "--batch-size", "6",
+           *(["--zero"] if sharded else [])]
     _finish(_train(tmp_path / "whole", *run, ranks=2))
     job = _train(tmp_path / "cut", *run, ranks=2)
     ckpt = tmp_path / "cut" / "ckpt.safetensors"

@@ -9,6 +9,12 @@ numpy door, the way data comes in. Each rank holds a whole replica of the model:
 - Gradients: after backward, each rank's mean-loss gradients are summed across ranks in buckets
   of about BUCKET_BYTES (one Allreduce each, fewer and larger messages than one a parameter) and
   divided by the world size: the gradient of the global batch's mean loss.
+- With `zero`, the optimizer is sharded as ZeRO stage 1 (nanochat's DistAdamW/DistMuon): each
+  parameter has one owner rank (sizes balanced); gradients are reduce-scattered so each rank gets
+  the summed gradients of its own parameters, clips with the global norm, steps the optimizer on
+  those alone (a matrix stays whole, so Muon works too), and an all-gather hands every rank the
+  new values of the others'. Before a checkpoint the owners' optimizer state is gathered the same
+  way. Every rank still allocates the whole state: the update work is divided, the memory not yet.
 - Rank 0 alone logs, evaluates and writes checkpoints; every rank resumes from them.
 - A collective that does not finish within `timeout` seconds (a rank hangs) ends the job with an
   error naming the step (MPI_Abort), instead of waiting forever; a rank that dies ends the job at
@@ -41,6 +47,7 @@ class World:
     size: int = 1
     comm: Any = None
     timeout: float = 60.0
+    zero: bool = False  # shard the optimizer (ZeRO-1) instead of all-reducing every gradient
     comm_seconds: float = 0.0  # time spent in collectives, for the throughput report
 
     @staticmethod
@@ -127,6 +134,82 @@ class World:
                 n = p.grad.numel()
                 p.grad = T(flat[start:start + n].reshape(p.grad.shape), dtype=p.grad.dtype, device=p.grad.device)
                 start += n
+
+    # ---- ZeRO-1: each rank updates the parameters it owns ----
+
+    def owners(self, params: list) -> list[int]:
+        """The rank that updates each parameter: largest first, to the least loaded rank."""
+        load, owner = [0] * self.size, [0] * len(params)
+        for i in sorted(range(len(params)), key=lambda i: -params[i].numel()):
+            owner[i] = load.index(min(load))
+            load[owner[i]] += params[i].numel()
+        return owner
+
+    def _gather_owned(self, tensors: list, owner: list[int], what: str) -> list[np.ndarray]:
+        """Every rank's values of the tensors it owns, to every rank (one Allgatherv)."""
+        order = [i for r in range(self.size) for i in range(len(tensors)) if owner[i] == r]
+        dtype = np.result_type(*[t.dtype.np for t in tensors])
+        counts = [sum(tensors[i].numel() for i in order if owner[i] == r) for r in range(self.size)]
+        mine = [tensors[i].numpy().astype(dtype, copy=False).ravel() for i in order if owner[i] == self.rank]
+        send = np.concatenate(mine) if mine else np.zeros(0, dtype)
+        recv = np.empty(sum(counts), dtype)
+        self._wait(self.comm.Iallgatherv(send, [recv, counts]), what)
+        out, start = [None] * len(tensors), 0
+        for i in order:
+            n = tensors[i].numel()
+            out[i] = recv[start:start + n].reshape(tensors[i].shape)
+            start += n
+        return out
+
+    def sharded_step(self, stage: Any, opt: Any, grad_clip: float, step: int) -> None:
+        """Reduce-scatter the gradients, clip by the global norm, step this rank's parameters, all-gather."""
+        from mpi4py import MPI
+
+        T, params = stage.Tensor, opt.params
+        owner = self.owners(params)
+        order = [i for r in range(self.size) for i in range(len(params)) if owner[i] == r]
+        counts = [sum(params[i].numel() for i in order if owner[i] == r) for r in range(self.size)]
+        dtype = np.result_type(*[p.dtype.np for p in params])
+        flat = np.concatenate([params[i].grad.numpy().astype(dtype, copy=False).ravel() if params[i].grad is not None
+                               else np.zeros(params[i].numel(), dtype) for i in order])
+        mine = np.empty(counts[self.rank], dtype)
+        self._wait(self.comm.Ireduce_scatter(flat, mine, counts, op=MPI.SUM),
+                   f"the gradient reduce-scatter of step {step}")
+        mine /= self.size
+        if grad_clip:  # torch's clip_grad_norm_, on the norm of all the ranks' gradients together
+            total = float(np.sqrt(self.allreduce_sum(np.array([np.square(mine, dtype=np.float64).sum()]),
+                                                     f"the gradient norm of step {step}")[0]))
+            coef = grad_clip / (total + 1e-6)
+            if coef < 1:
+                mine *= np.asarray(coef, dtype)
+        start = 0
+        for i in order:
+            p = params[i]
+            if owner[i] == self.rank:
+                n = p.numel()
+                p.grad = T(mine[start:start + n].reshape(p.shape), dtype=p.dtype, device=p.device)
+                start += n
+            else:
+                p.grad = None  # the optimizer skips it: its owner updates it
+        opt.step()
+        gathered = self._gather_owned(params, owner, f"the parameter all-gather of step {step}")
+        for i, (p, values) in enumerate(zip(params, gathered, strict=True)):
+            if owner[i] != self.rank:
+                p.assign(T(values, dtype=p.dtype, device=p.device))
+
+    def gather_optimizer_state(self, stage: Any, opt: Any) -> None:
+        """Each parameter's optimizer state from its owner to every rank, so rank 0's checkpoint is whole."""
+        if self.size == 1 or not self.zero:
+            return
+        T, params = stage.Tensor, opt.params
+        owner = dict(zip(map(id, params), self.owners(params), strict=True))
+        slots = [(sub, slot, j) for sub in getattr(opt, "optimizers", [opt]) for slot in sub.state
+                 for j in range(len(sub.params))]
+        values = self._gather_owned([sub.state[slot][j] for sub, slot, j in slots],
+                                    [owner[id(sub.params[j])] for sub, slot, j in slots], "the optimizer state gather")
+        for (sub, slot, j), v in zip(slots, values, strict=True):
+            if owner[id(sub.params[j])] != self.rank:
+                sub.state[slot][j] = T(v, dtype=sub.state[slot][j].dtype, device=sub.state[slot][j].device)
 
     def mean(self, value: float, what: str) -> float:
         """A Python float averaged over the ranks (the step's loss)."""

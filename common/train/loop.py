@@ -45,6 +45,7 @@ class RunResult:
     seconds: float
     checkpoint: Path | None
     model: Any = field(repr=False, default=None)
+    steps_run: int = 0  # the steps this call ran (fewer than the run's after a resume)
 
 
 def learning_rate(cfg: TrainConfig, step: int, optim: ModuleType) -> float:
@@ -99,10 +100,13 @@ def step_function(stage: ModuleType, model: Any, opt: Any, cfg: TrainConfig, wor
                 (loss / cfg.grad_accum).backward()
                 losses.append(loss.detach().reshape(1))
         count[0] += 1
-        world.average_gradients(stage, opt.params, count[0])
-        if cfg.grad_clip:
-            stage.optim.clip_grad_norm_(opt.params, cfg.grad_clip)
-        opt.step()
+        if world.zero and world.size > 1:  # ZeRO-1: reduce-scatter, clip, step this rank's share, all-gather
+            world.sharded_step(stage, opt, cfg.grad_clip, count[0])
+        else:
+            world.average_gradients(stage, opt.params, count[0])
+            if cfg.grad_clip:
+                stage.optim.clip_grad_norm_(opt.params, cfg.grad_clip)
+            opt.step()
         opt.zero_grad()
         return losses[0].cat(*losses[1:]) if len(losses) > 1 else losses[0]
 
@@ -175,7 +179,9 @@ def train(task: Task, stage: ModuleType, cfg: TrainConfig, out: str | Path | Non
         if step % 10 == 0 or done == cfg.steps:
             bar.set_postfix(loss=f"{losses[-1]:.4f}")
         due = (cfg.ckpt_every and done % cfg.ckpt_every == 0) or done == cfg.steps
-        if ckpt is not None and world.is_main and due:
+        if ckpt is not None and due:
+            world.gather_optimizer_state(stage, opt)  # (ZeRO: every rank takes part, rank 0 writes)
+        if ckpt is not None and due and world.is_main:
             save_checkpoint(ckpt, stage, model, opt, done, rng, {**meta, "val_history": val_history}, losses)
     seconds = time.perf_counter() - began
     world.barrier("the end of training")  # no rank leaves while rank 0 still writes the last checkpoint
@@ -185,4 +191,4 @@ def train(task: Task, stage: ModuleType, cfg: TrainConfig, out: str | Path | Non
                    "final_train_loss": losses[-1], "val_history": val_history, "train_config": asdict(cfg),
                    "model_config": meta["config"]}
         (Path(out) / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
-    return RunResult(losses, val_history, seconds, ckpt, model)
+    return RunResult(losses, val_history, seconds, ckpt, model, cfg.steps - start)

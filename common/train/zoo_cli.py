@@ -57,6 +57,9 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     zoo.add_argument("--ddp", action="store_true",
                      help="data-parallel over the ranks mpiexec starts (mpiexec -n 2 sitp train ... --ddp); "
                           "--batch-size is then a rank's")
+    zoo.add_argument("--zero", action="store_true",
+                     help="with --ddp: shard the optimizer over the ranks (ZeRO-1: reduce-scatter, update a shard, "
+                          "all-gather)")
     zoo.add_argument("--ddp-timeout", type=float, default=60.0,
                      help="seconds a rank waits for the others before it gives up with an error")
 
@@ -80,6 +83,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     cfg = dataclasses.replace(cfg, **{k: v for k, v in flags.items() if v is not None})
     out = Path(args.out) if args.out else cache_dir() / "runs" / f"{args.task}-stage{stage_number}"
     world = World.from_launcher(args.ddp_timeout) if args.ddp else World()
+    world.zero = args.zero
     if world.size > 1:
         stage.Tensor.set_num_threads(world.threads_per_rank())
     if not world.is_main:
@@ -89,10 +93,15 @@ def cmd_train(args: argparse.Namespace) -> int:
     print(f"  {cfg}")
     if world.size > 1:
         print(f"  data-parallel: {world.size} ranks x batch {cfg.batch_size}, "
-              f"{stage.Tensor.get_num_threads()} threads a rank")
+              f"{stage.Tensor.get_num_threads()} threads a rank{', optimizer sharded (ZeRO-1)' if world.zero else ''}")
     result = train(task, stage, cfg, out, resume=args.resume, progress=not args.quiet, world=world)
     print(f"final train loss {result.train_losses[-1]:.4f}, val loss {result.val_history[-1][1]:.4f} "
           f"({result.seconds:.1f}s)")
+    if world.size > 1:
+        steps = max(1, result.steps_run)
+        tokens = cfg.batch_size * world.size * cfg.grad_accum * getattr(task.config, "block_size", 1) * steps
+        print(f"data-parallel: {tokens / result.seconds:.0f} tokens/s over {world.size} ranks; rank 0 spent "
+              f"{world.comm_seconds:.2f} s in collectives ({1000 * world.comm_seconds / steps:.1f} ms a step)")
     print(f"checkpoint: {result.checkpoint}")
     print(f"loss curve: {out / f'{args.task}-loss.png'}")
     if task.tokenizer is not None and (args.samples if args.task != "nanogpt" else args.tokens) > 0:
