@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..data.files import cache_dir
 from ..stages import STAGES, load_stage
+from ..train.distributed import World
 
 
 def _steps(pairs: list[str]) -> dict[str, int]:
@@ -39,7 +40,13 @@ def cmd_nanochat(args: argparse.Namespace) -> int:
         if getattr(args, name) is not None:
             setattr(settings, name, getattr(args, name))
     out = Path(args.out) if args.out else cache_dir() / "runs" / f"nanochat-stage{args.stage}"
-    report = run_pipeline(stage, out, settings, resume=args.resume, progress=not args.quiet)
+    world = World.from_launcher(args.ddp_timeout) if args.ddp else World()
+    world.zero = args.zero
+    if world.size > 1:
+        stage.Tensor.set_num_threads(world.threads_per_rank())
+    report = run_pipeline(stage, out, settings, resume=args.resume, progress=not args.quiet, world=world)
+    if not world.is_main:
+        return 0
     backend = ChatBackend.load(report["checkpoint"], stage)
     report["chat"] = chat_checks(backend, seeds=args.chat_seeds)
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
@@ -108,6 +115,11 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--seed", type=int, default=None, help="seed of init, batches and splits")
     run.add_argument("--chat-seeds", dest="chat_seeds", type=int, default=20, help="samples of the tool check")
     run.add_argument("--quiet", action="store_true", help="no progress bars")
+    run.add_argument("--ddp", action="store_true", help="data-parallel over the ranks mpiexec starts; --batch-size "
+                                                        "is then a rank's")
+    run.add_argument("--zero", action="store_true", help="with --ddp: shard the optimizer (ZeRO-1)")
+    run.add_argument("--ddp-timeout", dest="ddp_timeout", type=float, default=60.0,
+                     help="seconds a rank waits for the others before the job ends with an error")
     run.set_defaults(func=cmd_nanochat)
 
     chat = commands.add_parser("chat", help="chat with a nanochat checkpoint (terminal, one-shot or web UI)")

@@ -36,6 +36,7 @@ from ..models.nanochat import NanoChat, NanoChatConfig
 from ..tokenizers import BPE
 from ..train.batching import ArrayBatches, TextBatches
 from ..train.checkpoint import load_checkpoint, load_model_weights
+from ..train.distributed import World
 from ..train.loop import CHECKPOINT, train
 from ..train.tasks import Task, TrainConfig
 from .render import pack_rows, render_conversation
@@ -162,15 +163,23 @@ def phase_data(phase: str, tok: BPE, settings: NanochatSettings, text: Any, chat
 
 
 def run_pipeline(stage: ModuleType, out: str | Path, settings: NanochatSettings | None = None, resume: bool = False,
-                 progress: bool = True, log: Any = print) -> dict[str, Any]:
-    """Run every phase into ``out`` and write ``out/report.md``; returns what the report shows."""
+                 progress: bool = True, log: Any = print, world: World | None = None) -> dict[str, Any]:
+    """Run every phase into ``out`` and write ``out/report.md``; returns what the report shows. With a
+    ``world`` of several ranks each phase trains data-parallel (train()); rank 0 trains the tokenizer
+    the others then load, and alone measures bits per byte."""
     settings = settings or NanochatSettings()
+    world = world or World()
+    log = log if world.is_main else (lambda *a, **k: None)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     began = time.perf_counter()
     text, chats = pretraining_text(), chat_splits(settings.seed)
     chat_text = "\n".join(json.dumps(c) for c in chats["mid_train"][:2000])
+    if not world.is_main:
+        world.barrier("the tokenizer")  # rank 0 trains and saves it, then the others load it
     tok, tok_seconds = train_tokenizer(settings, [text.train, chat_text], out / TOKENIZER_FILE, log)
+    if world.is_main:
+        world.barrier("the tokenizer")
     tokenizer_text = (out / TOKENIZER_FILE).read_text(encoding="utf-8")
     nbytes = token_bytes(tok)
     report: dict[str, Any] = {"settings": dataclasses.asdict(settings), "stage": stage.__name__,
@@ -185,13 +194,16 @@ def run_pipeline(stage: ModuleType, out: str | Path, settings: NanochatSettings 
         folder = out / phase
         again = resume and (folder / CHECKPOINT).is_file()
         log(f"== {phase}: {task.train_config.steps} steps" + (" (resuming)" if again else ""))
-        result = train(task, stage, task.train_config, out=folder, resume=again, progress=progress, log=log)
+        result = train(task, stage, task.train_config, out=folder, resume=again, progress=progress, log=log,
+                       world=world)
+        previous = folder / CHECKPOINT
+        if not world.is_main:
+            continue
         bpb = bits_per_byte(stage, result.model, val_batches(val, settings, settings.eval_batches), nbytes)
         log(f"{phase}: val {bpb:.4f} bits per byte, {result.seconds:.0f}s")
         report["phases"][phase] = {"steps": task.train_config.steps, "seconds": result.seconds,
                                    "final_train_loss": result.train_losses[-1], "val_history": result.val_history,
                                    "val_bpb": bpb}
-        previous = folder / CHECKPOINT
     report["seconds"] = time.perf_counter() - began
     report["checkpoint"] = str(previous)
     report["machine"] = machine()

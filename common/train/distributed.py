@@ -6,7 +6,8 @@ numpy door, the way data comes in. Each rank holds a whole replica of the model:
 - Data: every rank draws the same global batch (world x batch_size rows) from the same seeded RNG
   and keeps its own slice, so 2 ranks x batch 6 see exactly the rows 1 rank x batch 12 sees, in the
   same order, and every rank's RNG stays equal to what a checkpoint saves.
-- Gradients: after backward, each rank's mean-loss gradients are summed across ranks in buckets
+- Gradients: after backward, each rank's mean-loss gradients (each rank's loss weighted by its share
+  of the targets that count: see target_weights) are summed across ranks in buckets
   of about BUCKET_BYTES (one Allreduce each, fewer and larger messages than one a parameter) and
   divided by the world size: the gradient of the global batch's mean loss.
 - With `zero`, the optimizer is sharded as ZeRO stage 1 (nanochat's DistAdamW/DistMuon): each
@@ -210,6 +211,15 @@ class World:
         for (sub, slot, j), v in zip(slots, values, strict=True):
             if owner[id(sub.params[j])] != self.rank:
                 sub.state[slot][j] = T(v, dtype=sub.state[slot][j].dtype, device=sub.state[slot][j].device)
+
+    def target_weights(self, ys: list[np.ndarray]) -> list[float]:
+        """For each micro-batch, this rank's weight on its mean loss: size x (its targets / all ranks'
+        targets). A loss averaged over the targets that count (labels of -1 are ignored: padding, the
+        prompt in SFT) gives each rank's mean a different number of terms, and only these weights make
+        the ranks' averaged gradients the gradient of the global batch's mean."""
+        mine = np.array([(y != -1).sum() if y.dtype.kind in "iu" else len(y) for y in ys], np.float64)
+        total = self.allreduce_sum(mine.copy(), "the target count")
+        return [self.size * m / t if t else 1.0 for m, t in zip(mine, total, strict=True)]
 
     def mean(self, value: float, what: str) -> float:
         """A Python float averaged over the ranks (the step's loss)."""

@@ -92,12 +92,13 @@ def step_function(stage: ModuleType, model: Any, opt: Any, cfg: TrainConfig, wor
     world = world or World()
     count = [0]
 
-    def step(batches):
+    def step(batches, weights=None):
         losses = []
         with T.train():
-            for x, y in batches:
+            for k, (x, y) in enumerate(batches):
                 loss = model.loss(x, y).realize()  # (stage3: the forward's kernels once, for the loss and backward)
-                (loss / cfg.grad_accum).backward()
+                w = 1.0 if weights is None else weights[k]  # (data-parallel: this rank's share of the targets)
+                (loss / cfg.grad_accum if w == 1.0 else loss * (w / cfg.grad_accum)).backward()
                 losses.append(loss.detach().reshape(1))
         count[0] += 1
         if world.zero and world.size > 1:  # ZeRO-1: reduce-scatter, clip, step this rank's share, all-gather
@@ -119,10 +120,13 @@ def train_step(task: Task, stage: ModuleType, step: Any, cfg: TrainConfig, rng: 
     returns their mean loss (the micro-batches' float32 losses summed as Python floats). With several
     ranks each draws the global batch and keeps its slice, and the loss is the mean over the ranks."""
     world = world or World()
-    batches = [task.tensors(stage.Tensor, *world.shard(*task.train.sample(rng, cfg.batch_size * world.size)))
-               for _ in range(cfg.grad_accum)]
-    loss = sum(step(batches).tolist()) / cfg.grad_accum
-    return world.mean(loss, "the step's loss")
+    raw = [world.shard(*task.train.sample(rng, cfg.batch_size * world.size)) for _ in range(cfg.grad_accum)]
+    batches = [task.tensors(stage.Tensor, x, y) for x, y in raw]
+    if world.size == 1:
+        return sum(step(batches).tolist()) / cfg.grad_accum
+    weights = world.target_weights([y for _, y in raw])
+    losses = step(batches, weights).tolist()
+    return world.mean(sum(w * v for w, v in zip(weights, losses, strict=True)) / cfg.grad_accum, "the step's loss")
 
 
 def train(task: Task, stage: ModuleType, cfg: TrainConfig, out: str | Path | None = None, resume: bool = False,
