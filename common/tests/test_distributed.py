@@ -11,6 +11,7 @@ mpich wheel starts two ranks of `sitp train nanogpt --ddp` on a small model.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -56,8 +57,12 @@ def _state(out: Path):
 def test_two_ranks_reproduce_one_rank_with_the_whole_batch(tmp_path, stage, sharded):
     steps = ["--steps", "60", "--eval-every", "0"]
     _finish(_train(tmp_path / "one", *steps, "--batch-size", "12", stage=stage))
-    _finish(_train(tmp_path / "two", *steps, "--batch-size", "6", *(["--zero"] if sharded else []), ranks=2,
-                   stage=stage))
+    two = _finish(_train(tmp_path / "two", *steps, "--batch-size", "6", *(["--zero"] if sharded else []), ranks=2,
+                         stage=stage))
+    if sharded:  # each rank keeps the optimizer state of its own parameters only: about half of it
+        found = re.search(r"rank 0 holds ([\d.]+) MiB of optimizer state of ([\d.]+) MiB", two)
+        held, whole = map(float, found.groups())
+        assert 0 < held < 0.75 * whole, two[-2000:]
     (l1, w1), (l2, w2) = _state(tmp_path / "one"), _state(tmp_path / "two")
     np.testing.assert_allclose(l2, l1, rtol=1e-5)
     assert w1.keys() == w2.keys()

@@ -14,8 +14,9 @@ numpy door, the way data comes in. Each rank holds a whole replica of the model:
   parameter has one owner rank (sizes balanced); gradients are reduce-scattered so each rank gets
   the summed gradients of its own parameters, clips with the global norm, steps the optimizer on
   those alone (a matrix stays whole, so Muon works too), and an all-gather hands every rank the
-  new values of the others'. Before a checkpoint the owners' optimizer state is gathered the same
-  way. Every rank still allocates the whole state: the update work is divided, the memory not yet.
+  new values of the others'. Each rank frees the optimizer state of the parameters it does not own,
+  so it holds about 1/size of it; before a checkpoint the owners send theirs to rank 0, which writes
+  the whole state and frees the others' again.
 - Rank 0 alone logs, evaluates and writes checkpoints; every rank resumes from them.
 - A collective that does not finish within `timeout` seconds (a rank hangs) ends the job with an
   error naming the step (MPI_Abort), instead of waiting forever; a rank that dies ends the job at
@@ -198,19 +199,55 @@ class World:
             if owner[i] != self.rank:
                 p.assign(T(values, dtype=p.dtype, device=p.device))
 
-    def gather_optimizer_state(self, stage: Any, opt: Any) -> None:
-        """Each parameter's optimizer state from its owner to every rank, so rank 0's checkpoint is whole."""
-        if self.size == 1 or not self.zero:
-            return
-        T, params = stage.Tensor, opt.params
-        owner = dict(zip(map(id, params), self.owners(params), strict=True))
+    def _state_slots(self, opt: Any) -> tuple[list, list[int]]:
+        """Every optimizer state buffer as (optimizer, slot, index), and the rank owning its parameter."""
+        owner = dict(zip(map(id, opt.params), self.owners(opt.params), strict=True))
         slots = [(sub, slot, j) for sub in getattr(opt, "optimizers", [opt]) for slot in sub.state
                  for j in range(len(sub.params))]
-        values = self._gather_owned([sub.state[slot][j] for sub, slot, j in slots],
-                                    [owner[id(sub.params[j])] for sub, slot, j in slots], "the optimizer state gather")
-        for (sub, slot, j), v in zip(slots, values, strict=True):
-            if owner[id(sub.params[j])] != self.rank:
-                sub.state[slot][j] = T(v, dtype=sub.state[slot][j].dtype, device=sub.state[slot][j].device)
+        return slots, [owner[id(sub.params[j])] for sub, _, j in slots]
+
+    def drop_foreign_state(self, stage: Any, opt: Any) -> None:
+        """ZeRO's memory saving: free the state of the parameters other ranks own (an empty tensor in
+        its place; the optimizer never reads it, as those parameters have no gradient here)."""
+        if self.size == 1 or not self.zero:
+            return
+        for (sub, slot, j), owner in zip(*self._state_slots(opt), strict=True):
+            buf = sub.state[slot][j]
+            if owner != self.rank and buf.numel():
+                sub.state[slot][j] = stage.Tensor.zeros(0, dtype=buf.dtype, device=buf.device)
+
+    @staticmethod
+    def state_bytes(opt: Any, whole: bool = False) -> int:
+        """The optimizer state this rank holds (whole: what it would hold unsharded)."""
+        return sum((p.numel() if whole else b.numel()) * b.dtype.itemsize for sub in getattr(opt, "optimizers", [opt])
+                   for bufs in sub.state.values() for p, b in zip(sub.params, bufs, strict=True))
+
+    def gather_optimizer_state(self, stage: Any, opt: Any) -> None:
+        """Each parameter's optimizer state from its owner to rank 0 (one Gatherv), so that rank 0's
+        checkpoint is whole; rank 0 frees the others' part again after writing (drop_foreign_state)."""
+        if self.size == 1 or not self.zero:
+            return
+        slots, owner = self._state_slots(opt)
+        order = [k for r in range(self.size) for k in range(len(slots)) if owner[k] == r]
+        sizes = [sub.params[j].numel() for sub, _, j in slots]  # a state buffer has its parameter's shape
+        counts = [sum(sizes[k] for k in order if owner[k] == r) for r in range(self.size)]
+        dtype = np.result_type(*[sub.state[slot][j].dtype.np for sub, slot, j in slots])
+        mine = [slots[k][0].state[slots[k][1]][slots[k][2]].numpy().astype(dtype, copy=False).ravel()
+                for k in order if owner[k] == self.rank]
+        send = np.concatenate(mine) if mine else np.zeros(0, dtype)
+        recv = np.empty(sum(counts) if self.is_main else 0, dtype)
+        self._wait(self.comm.Igatherv(send, [recv, counts] if self.is_main else None, root=0),
+                   "the optimizer state gather")
+        if not self.is_main:
+            return
+        start = 0
+        for k in order:
+            sub, slot, j = slots[k]
+            if owner[k] != self.rank:
+                p = sub.params[j]
+                sub.state[slot][j] = stage.Tensor(recv[start:start + sizes[k]].reshape(p.shape),
+                                                  dtype=sub.state[slot][j].dtype, device=p.device)
+            start += sizes[k]
 
     def target_weights(self, ys: list[np.ndarray]) -> list[float]:
         """For each micro-batch, this rank's weight on its mean loss: size x (its targets / all ranks'

@@ -46,6 +46,7 @@ class RunResult:
     checkpoint: Path | None
     model: Any = field(repr=False, default=None)
     steps_run: int = 0  # the steps this call ran (fewer than the run's after a resume)
+    optimizer: Any = field(repr=False, default=None)
 
 
 def learning_rate(cfg: TrainConfig, step: int, optim: ModuleType) -> float:
@@ -166,6 +167,7 @@ def train(task: Task, stage: ModuleType, cfg: TrainConfig, out: str | Path | Non
         val_history = [tuple(v) for v in state.meta.get("val_history", [])]
         log(f"resumed from {ckpt} at step {start}")
     world.check_same_parameters(opt.params)
+    world.drop_foreign_state(stage, opt)  # (ZeRO: each rank keeps the optimizer state of its own parameters)
     began = time.perf_counter()
     bar = tqdm(range(start, cfg.steps), desc=f"{task.name} {stage.__name__}", disable=not progress or not world.is_main,
                mininterval=1.0, initial=start, total=cfg.steps)
@@ -187,6 +189,7 @@ def train(task: Task, stage: ModuleType, cfg: TrainConfig, out: str | Path | Non
             world.gather_optimizer_state(stage, opt)  # (ZeRO: every rank takes part, rank 0 writes)
         if ckpt is not None and due and world.is_main:
             save_checkpoint(ckpt, stage, model, opt, done, rng, {**meta, "val_history": val_history}, losses)
+            world.drop_foreign_state(stage, opt)
     seconds = time.perf_counter() - began
     world.barrier("the end of training")  # no rank leaves while rank 0 still writes the last checkpoint
     if out is not None and world.is_main:
@@ -195,4 +198,4 @@ def train(task: Task, stage: ModuleType, cfg: TrainConfig, out: str | Path | Non
                    "final_train_loss": losses[-1], "val_history": val_history, "train_config": asdict(cfg),
                    "model_config": meta["config"]}
         (Path(out) / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
-    return RunResult(losses, val_history, seconds, ckpt, model, cfg.steps - start)
+    return RunResult(losses, val_history, seconds, ckpt, model, cfg.steps - start, opt)

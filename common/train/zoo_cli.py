@@ -102,6 +102,9 @@ def cmd_train(args: argparse.Namespace) -> int:
         tokens = cfg.batch_size * world.size * cfg.grad_accum * getattr(task.config, "block_size", 1) * steps
         print(f"data-parallel: {tokens / result.seconds:.0f} tokens/s over {world.size} ranks; rank 0 spent "
               f"{world.comm_seconds:.2f} s in collectives ({1000 * world.comm_seconds / steps:.1f} ms a step)")
+        if world.zero:
+            print(f"ZeRO-1: rank 0 holds {world.state_bytes(result.optimizer) / 2**20:.2f} MiB of optimizer state "
+                  f"of {world.state_bytes(result.optimizer, whole=True) / 2**20:.2f} MiB")
     print(f"checkpoint: {result.checkpoint}")
     print(f"loss curve: {out / f'{args.task}-loss.png'}")
     if task.tokenizer is not None and (args.samples if args.task != "nanogpt" else args.tokens) > 0:
