@@ -85,6 +85,31 @@ def _rank_pid(out: Path, rank: int) -> int | None:
     return None
 
 
+def _signal_rank_1(job: subprocess.Popen, out: Path, sig: int) -> str:
+    """Send rank 1 `sig` once the job has written its first checkpoint (both ranks are then in the
+    training loop: a rank stopped inside MPI's start-up would hang the job for good), and return the
+    job's output once it ends, which must be within 60 s."""
+    deadline = time.monotonic() + 120
+    while not (out / "ckpt.safetensors").exists() and job.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pid = _rank_pid(out, 1)
+    assert job.poll() is None and pid is not None, "the job is not training"
+    os.kill(pid, sig)
+    sent = time.monotonic()
+    try:
+        output, _ = job.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        job.kill()
+        pytest.fail(f"the job still ran 60 s after rank 1 got signal {sig}")
+    finally:
+        try:
+            os.kill(pid, signal.SIGKILL)  # (a stopped rank mpiexec left behind)
+        except ProcessLookupError:
+            pass
+    print(f"the job exited {job.returncode} {time.monotonic() - sent:.1f} s after rank 1 got signal {sig}")
+    return output
+
+
 @pytest.mark.parametrize("sharded", [False, True], ids=["allreduce", "zero"])
 def test_a_killed_rank_ends_the_job_and_resume_is_exact(tmp_path, sharded):
     """(Sharded, the checkpoint holds the optimizer state every owner sent rank 0.)"""
@@ -92,20 +117,7 @@ def test_a_killed_rank_ends_the_job_and_resume_is_exact(tmp_path, sharded):
            *(["--zero"] if sharded else [])]
     _finish(_train(tmp_path / "whole", *run, ranks=2))
     job = _train(tmp_path / "cut", *run, ranks=2)
-    ckpt = tmp_path / "cut" / "ckpt.safetensors"
-    deadline = time.monotonic() + 120
-    while not ckpt.exists() and job.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    pid = _rank_pid(tmp_path / "cut", 1)
-    assert job.poll() is None and pid is not None, "the job ended before a rank could be killed"
-    os.kill(pid, signal.SIGKILL)
-    killed = time.monotonic()
-    try:
-        output, _ = job.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        job.kill()
-        pytest.fail("the surviving rank did not exit within 60 s of the other's death")
-    print(f"the job exited {job.returncode} {time.monotonic() - killed:.1f} s after rank 1 was killed")
+    output = _signal_rank_1(job, tmp_path / "cut", signal.SIGKILL)
     assert job.returncode != 0, output[-2000:]
     done = _finish(_train(tmp_path / "cut", *run, "--resume", ranks=2))
     assert "resumed from" in done
@@ -120,26 +132,7 @@ def test_a_hung_rank_times_out_the_others(tmp_path):
     up after --ddp-timeout with an error that says so."""
     job = _train(tmp_path / "hang", "--steps", "100000", "--eval-every", "0", "--batch-size", "6",
                  "--ckpt-every", "10", "--ddp-timeout", "5", ranks=2)
-    ckpt = tmp_path / "hang" / "ckpt.safetensors"
-    deadline = time.monotonic() + 120
-    while not ckpt.exists() and job.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)  # until training runs: a rank stopped inside MPI's start-up would hang it for good
-    pid = _rank_pid(tmp_path / "hang", 1)
-    assert job.poll() is None and pid is not None, "the job is not training"
-    os.kill(pid, signal.SIGSTOP)
-    stopped = time.monotonic()
-    try:
-        output, _ = job.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        os.kill(pid, signal.SIGKILL)
-        job.kill()
-        pytest.fail("rank 0 still waited 60 s after rank 1 stopped")
-    finally:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    print(f"the job exited {job.returncode} {time.monotonic() - stopped:.1f} s after rank 1 stopped")
+    output = _signal_rank_1(job, tmp_path / "hang", signal.SIGSTOP)
     assert job.returncode != 0
     assert "did not complete within 5 s" in output, output[-2000:]
 
