@@ -135,29 +135,31 @@ class ConvolutionMixin(TensorCore):
 
     # ---- pooling ----
 
-    def _pool_pads(self, name: str, kernel, stride, dilation, padding, ceil_mode: bool):
-        """The declared padding of each pooled dim, and the extra rows ceil_mode adds after it so
-        that the last, partial window fits (torch's rule: a window must start inside the input or
-        its padding before)."""
-        n = len(kernel)
+    def _geometry(self, name: str, kernel_size, stride, dilation, padding):
+        """A pool's window over the last len(kernel) dims: (kernel, stride, dilation), and its padding."""
+        k = _kernel(kernel_size, name)
+        n = len(k)
         if self.ndim < n:
             raise ValueError(f"{name}: a {n}-d window needs an input with at least {n} dims, got shape {self.shape}")
-        pads = _pads(padding, n, name)
-        extra = []
-        for size, k, s, d, (lo, hi) in zip(self.shape[-n:], kernel, stride, dilation, pads, strict=True):
+        s = k if stride is None else _ints(stride, n, name, "stride")
+        return (k, s, _ints(dilation, n, name, "dilation")), _pads(padding, n, name)
+
+    def _pool(self, name: str, kernel_size, stride, dilation, padding, ceil_mode: bool):
+        """The window, the declared padding of each pooled dim, and that padding with the rows
+        ceil_mode adds after it so that the last, partial window fits (torch's rule: a window must
+        start inside the input or its padding before)."""
+        geometry, pads = self._geometry(name, kernel_size, stride, dilation, padding)
+        whole = []
+        for size, k, s, d, (lo, hi) in zip(self.shape[-len(pads):], *geometry, pads, strict=True):
             span = size + lo + hi - d * (k - 1) - 1
             o = (span + (s - 1 if ceil_mode else 0)) // s + 1
             if ceil_mode and o > 1 and (o - 1) * s >= size + lo:
                 o -= 1
-            extra.append(max(0, (o - 1) * s + d * (k - 1) + 1 - (size + lo + hi)))
-        return pads, extra
+            whole.append((lo, max(hi, (o - 1) * s + d * (k - 1) + 1 - (size + lo))))
+        return geometry, pads, whole
 
-    def _pool(self, name: str, kernel_size, stride, dilation, padding, ceil_mode: bool):
-        k = _kernel(kernel_size, name)
-        s = k if stride is None else _ints(stride, len(k), name, "stride")
-        d = _ints(dilation, len(k), name, "dilation")
-        pads, extra = self._pool_pads(name, k, s, d, padding, ceil_mode)
-        return (k, s, d), pads, extra
+    def _pad_trailing(self, pairs: list, value: float = 0.0) -> Self:
+        return self.pad([(0, 0)] * (self.ndim - len(pairs)) + pairs, value)
 
     def max_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode: bool = False,
                    return_indices: bool = False):
@@ -165,14 +167,12 @@ class ConvolutionMixin(TensorCore):
         where each maximum came from: its position in the pooled dims flattened (the first of equal
         maxima), as torch's max_pool."""
         name = "max_pool2d"
-        geometry, pads, extra = self._pool(name, kernel_size, stride, dilation, padding, ceil_mode)
-        lead = [(0, 0)] * (self.ndim - len(pads))
-        whole = [(lo, hi + e) for (lo, hi), e in zip(pads, extra, strict=True)]
-        windows = self.pad(lead + whole, self._extreme_value(False))._windows(name, *geometry)
+        geometry, _, whole = self._pool(name, kernel_size, stride, dilation, padding, ceil_mode)
+        windows = self._pad_trailing(whole, self._extreme_value(False))._windows(name, *geometry)
         values = windows.max(-1)
         if not return_indices:
             return values
-        spatial = self.shape[len(lead):]
+        spatial = self.shape[self.ndim - len(whole):]
         where_from = self.arange(math.prod(spatial), device=self.device).reshape(spatial).pad(whole, -1)
         where_from = where_from._windows(name, *geometry)
         first = windows.argmax(-1).unsqueeze(-1) == self.arange(windows.shape[-1], device=self.device)
@@ -183,32 +183,26 @@ class ConvolutionMixin(TensorCore):
         """The mean of each window. The divisor counts the window's taps on the input and, with
         count_include_pad, on the declared padding too, never on the rows ceil_mode adds (torch's)."""
         name = "avg_pool2d"
-        geometry, pads, extra = self._pool(name, kernel_size, stride, dilation, padding, ceil_mode)
-        lead = [(0, 0)] * (self.ndim - len(pads))
-        whole = [(lo, hi + e) for (lo, hi), e in zip(pads, extra, strict=True)]
-        windows = self.pad(lead + whole)._windows(name, *geometry)
-        if count_include_pad and not any(extra):
+        geometry, pads, whole = self._pool(name, kernel_size, stride, dilation, padding, ceil_mode)
+        windows = self._pad_trailing(whole)._windows(name, *geometry)
+        if count_include_pad and whole == pads:
             return windows.mean(-1)
-        spatial = self.shape[len(lead):]
+        # the divisor: a window's sum over ones on the input (and the declared padding), zeros elsewhere
         dtype = self.dtype if self.dtype.is_float else dtypes.default_float
-        counted = self.ones(spatial, dtype=dtype, device=self.device)
-        if count_include_pad:
-            counted = counted.pad(pads, 1.0)
-        counted = counted.pad(whole if not count_include_pad else [(0, e) for e in extra])
+        counted = self.ones(self.shape[self.ndim - len(pads):], dtype=dtype, device=self.device)
+        counted = counted.pad(pads, 1.0 if count_include_pad else 0.0)
+        counted = counted.pad([(0, w - h) for (_, h), (_, w) in zip(pads, whole, strict=True)])
         return windows.sum(-1) / counted._windows(name, *geometry).sum(-1)
 
     def max_unpool2d(self, indices, kernel_size=(2, 2), stride=None, dilation=1, padding=0, output_size=None) -> Self:
         """max_pool2d's inverse: each value goes back to the position its index names in a tensor of
         zeros of the unpooled size (the pool's input size, or output_size's last dims)."""
         name = "max_unpool2d"
-        k = _kernel(kernel_size, name)
-        s = k if stride is None else _ints(stride, len(k), name, "stride")
-        d, pads, n = _ints(dilation, len(k), name, "dilation"), _pads(padding, len(k), name), len(k)
         if not isinstance(indices, TensorCore) or not indices.dtype.is_int or indices.shape != self.shape:
             raise TypeError(f"{name}: indices must be an int tensor of the values' shape {self.shape}, got "
                             f"{getattr(indices, 'dtype', type(indices))} {getattr(indices, 'shape', '')}")
-        if self.ndim < n:
-            raise ValueError(f"{name}: a {n}-d window needs an input with at least {n} dims, got shape {self.shape}")
+        (k, s, d), pads = self._geometry(name, kernel_size, stride, dilation, padding)
+        n = len(k)
         if output_size is None:
             size = tuple((i - 1) * ss - lo - hi + dd * (kk - 1) + 1
                          for i, ss, (lo, hi), dd, kk in zip(self.shape[-n:], s, pads, d, k, strict=True))

@@ -420,11 +420,7 @@ class SurfaceMixin(TensorCore):
         shape = broadcast_shapes("masked_select", self.shape, mask.shape)
         if mask.dtype is not dtypes.bool:
             raise TypeError(f"masked_select: mask must be a bool tensor, got {mask.dtype.name} of shape {mask.shape}")
-        x, m = self.expand(shape).flatten(), mask.expand(shape).flatten()
-        n = int(m.sum().item())
-        slot = m.cast(dtypes.int64).cumsum(0) - 1  # where each selected element goes
-        goes = m.reshape(1, -1) & (slot.reshape(1, -1) == self.arange(n, device=self.device).reshape(-1, 1))
-        return goes.where(x.reshape(1, -1), self.full((), 0, self.dtype, self.device)).sum(1).cast(self.dtype)
+        return self.expand(shape)._select_mask(mask.expand(shape))  # x[mask] over every dim (scatter.py)
 
     def unfold(self, dim: int, size: int, step: int) -> Self:
         """The windows of `size` elements every `step` along dim, as a new last dim (torch's unfold):

@@ -40,10 +40,7 @@ def cmd_nanochat(args: argparse.Namespace) -> int:
         if getattr(args, name) is not None:
             setattr(settings, name, getattr(args, name))
     out = Path(args.out) if args.out else cache_dir() / "runs" / f"nanochat-stage{args.stage}"
-    world = World.from_launcher(args.ddp_timeout) if args.ddp else World()
-    world.zero = args.zero
-    if world.size > 1:
-        stage.Tensor.set_num_threads(world.threads_per_rank())
+    world = World.start(stage, args.ddp, args.zero, args.ddp_timeout)
     report = run_pipeline(stage, out, settings, resume=args.resume, progress=not args.quiet, world=world)
     if not world.is_main:
         return 0

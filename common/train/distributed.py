@@ -25,6 +25,7 @@ numpy door, the way data comes in. Each rank holds a whole replica of the model:
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
@@ -65,6 +66,16 @@ class World:
         comm = MPI.COMM_WORLD
         return World(comm.Get_rank(), comm.Get_size(), comm, timeout)
 
+    @staticmethod
+    def start(stage: Any, ddp: bool, zero: bool = False, timeout: float = 60.0) -> World:
+        """The CLIs' world: the launcher's with --ddp (each rank then takes its share of the cores),
+        else a world of one."""
+        world = World.from_launcher(timeout) if ddp else World()
+        world.zero = zero
+        if world.size > 1:
+            stage.Tensor.set_num_threads(world.threads_per_rank())
+        return world
+
     @property
     def is_main(self) -> bool:
         return self.rank == 0
@@ -89,6 +100,7 @@ class World:
                 print(f"sitp: error: rank {self.rank}/{self.size}: {what} did not complete within "
                       f"{self.timeout:.0f} s: another rank died or hangs; aborting the job",
                       file=sys.stderr, flush=True)
+                time.sleep(1.0)  # for mpiexec to forward the line: the abort kills the ranks' pipes with them
                 self.comm.Abort(1)
             time.sleep(pause)
             pause = min(pause * 2, 1e-3)
@@ -147,20 +159,28 @@ class World:
             load[owner[i]] += params[i].numel()
         return owner
 
-    def _gather_owned(self, tensors: list, owner: list[int], what: str) -> list[np.ndarray]:
-        """Every rank's values of the tensors it owns, to every rank (one Allgatherv)."""
+    def _gather_owned(self, tensors: list, owner: list[int], shapes: list[tuple], what: str,
+                      root: int | None = None) -> list[np.ndarray | None]:
+        """The values of each tensor (of shapes[i]) from the rank that owns it, to every rank (one
+        Allgatherv) or to `root` alone (one Gatherv; the others get Nones). A rank reads only the
+        tensors it owns: the others may be empty placeholders."""
         order = [i for r in range(self.size) for i in range(len(tensors)) if owner[i] == r]
+        sizes = [math.prod(shape) for shape in shapes]
         dtype = np.result_type(*[t.dtype.np for t in tensors])
-        counts = [sum(tensors[i].numel() for i in order if owner[i] == r) for r in range(self.size)]
+        counts = [sum(sizes[i] for i in order if owner[i] == r) for r in range(self.size)]
         mine = [tensors[i].numpy().astype(dtype, copy=False).ravel() for i in order if owner[i] == self.rank]
         send = np.concatenate(mine) if mine else np.zeros(0, dtype)
-        recv = np.empty(sum(counts), dtype)
-        self._wait(self.comm.Iallgatherv(send, [recv, counts]), what)
+        receives = root is None or root == self.rank
+        recv = np.empty(sum(counts) if receives else 0, dtype)
+        if root is None:
+            self._wait(self.comm.Iallgatherv(send, [recv, counts]), what)
+        else:
+            self._wait(self.comm.Igatherv(send, [recv, counts] if receives else None, root=root), what)
         out, start = [None] * len(tensors), 0
         for i in order:
-            n = tensors[i].numel()
-            out[i] = recv[start:start + n].reshape(tensors[i].shape)
-            start += n
+            if receives:
+                out[i] = recv[start:start + sizes[i]].reshape(shapes[i])
+            start += sizes[i]
         return out
 
     def sharded_step(self, stage: Any, opt: Any, grad_clip: float, step: int) -> None:
@@ -194,7 +214,8 @@ class World:
             else:
                 p.grad = None  # the optimizer skips it: its owner updates it
         opt.step()
-        gathered = self._gather_owned(params, owner, f"the parameter all-gather of step {step}")
+        gathered = self._gather_owned(params, owner, [p.shape for p in params],
+                                      f"the parameter all-gather of step {step}")
         for i, (p, values) in enumerate(zip(params, gathered, strict=True)):
             if owner[i] != self.rank:
                 p.assign(T(values, dtype=p.dtype, device=p.device))
@@ -228,26 +249,15 @@ class World:
         if self.size == 1 or not self.zero:
             return
         slots, owner = self._state_slots(opt)
-        order = [k for r in range(self.size) for k in range(len(slots)) if owner[k] == r]
-        sizes = [sub.params[j].numel() for sub, _, j in slots]  # a state buffer has its parameter's shape
-        counts = [sum(sizes[k] for k in order if owner[k] == r) for r in range(self.size)]
-        dtype = np.result_type(*[sub.state[slot][j].dtype.np for sub, slot, j in slots])
-        mine = [slots[k][0].state[slots[k][1]][slots[k][2]].numpy().astype(dtype, copy=False).ravel()
-                for k in order if owner[k] == self.rank]
-        send = np.concatenate(mine) if mine else np.zeros(0, dtype)
-        recv = np.empty(sum(counts) if self.is_main else 0, dtype)
-        self._wait(self.comm.Igatherv(send, [recv, counts] if self.is_main else None, root=0),
-                   "the optimizer state gather")
+        shapes = [sub.params[j].shape for sub, _, j in slots]  # a state buffer has its parameter's shape
+        values = self._gather_owned([sub.state[slot][j] for sub, slot, j in slots], owner, shapes,
+                                    "the optimizer state gather", root=0)
         if not self.is_main:
             return
-        start = 0
-        for k in order:
-            sub, slot, j = slots[k]
-            if owner[k] != self.rank:
-                p = sub.params[j]
-                sub.state[slot][j] = stage.Tensor(recv[start:start + sizes[k]].reshape(p.shape),
-                                                  dtype=sub.state[slot][j].dtype, device=p.device)
-            start += sizes[k]
+        for (sub, slot, j), rank, v in zip(slots, owner, values, strict=True):
+            if rank != self.rank:
+                buf = sub.state[slot][j]
+                sub.state[slot][j] = stage.Tensor(v, dtype=buf.dtype, device=buf.device)
 
     def target_weights(self, ys: list[np.ndarray]) -> list[float]:
         """For each micro-batch, this rank's weight on its mean loss: size x (its targets / all ranks'

@@ -82,10 +82,7 @@ def cmd_train(args: argparse.Namespace) -> int:
              "optimizer": args.optimizer, "seed": args.seed}
     cfg = dataclasses.replace(cfg, **{k: v for k, v in flags.items() if v is not None})
     out = Path(args.out) if args.out else cache_dir() / "runs" / f"{args.task}-stage{stage_number}"
-    world = World.from_launcher(args.ddp_timeout) if args.ddp else World()
-    world.zero = args.zero
-    if world.size > 1:
-        stage.Tensor.set_num_threads(world.threads_per_rank())
+    world = World.start(stage, args.ddp, args.zero, args.ddp_timeout)
     if not world.is_main:
         train(task, stage, cfg, out, resume=args.resume, progress=False, world=world)
         return 0
