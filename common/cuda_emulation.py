@@ -345,3 +345,23 @@ class EmulatedBackend:
     def runs(self, variant) -> bool:
         """Every rung runs here (the tensor-core twins included); the runtime takes the top fp32 one."""
         return True
+
+
+def use_emulator(stage_name: str) -> None:
+    """Run the cuda device of stage `stage_name` (if it has one) on EmulatedBackend, before its first
+    cuda tensor: SITP_CUDA_BACKEND=emulate (the tests' setup; the CLI's load_stage)."""
+    import importlib
+
+    try:
+        runtime = importlib.import_module(f"{stage_name}.cuda.runtime")
+    except ModuleNotFoundError:
+        return  # a stage without a cuda device (stage1), or one built differently
+    try:
+        gen = importlib.import_module(f"{stage_name}.cuda.elementwise_src")
+    except ModuleNotFoundError:
+        gen = None  # no kernel catalogue: the stage renders each kernel from its graph (stage3)
+    runtime.use_backend(EmulatedBackend(gen))
+    from .nccl_emulation import EmulatedNccl
+    from .train.collectives import use_nccl
+
+    use_nccl(EmulatedNccl())  # data-parallel on the emulated device: NCCL's calls over MPI

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 from types import ModuleType
 
 STAGES: dict[int, str] = {1: "stage1_ndarray", 2: "stage2_autograd", 3: "stage3_compiler"}
@@ -13,6 +14,11 @@ def load_stage(stage: int) -> ModuleType:
     if stage not in STAGES:
         raise ValueError(f"load_stage: stage must be one of {sorted(STAGES)}, got {stage}")
     try:
-        return importlib.import_module(STAGES[stage])
+        module = importlib.import_module(STAGES[stage])
     except ImportError as e:
         raise RuntimeError(f"load_stage: stage {stage} ({STAGES[stage]}) is not importable: {e}") from e
+    if os.environ.get("SITP_CUDA_BACKEND") == "emulate":  # the cuda device on the CPU emulator, as in the tests
+        from .cuda_emulation import use_emulator
+
+        use_emulator(STAGES[stage])
+    return module

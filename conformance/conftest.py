@@ -14,7 +14,6 @@ is how CI checks the device without a GPU; only this file reads that variable.
 from __future__ import annotations
 
 import functools
-import importlib
 import os
 
 import pytest
@@ -58,20 +57,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _install_emulator(stages: list[Stage]) -> None:
     """Run each stage's cuda device on the CPU emulator, before any cuda tensor exists."""
-    from common.cuda_emulation import EmulatedBackend
+    from common.cuda_emulation import use_emulator
 
     for stage in stages:
-        if "CUDA" not in stage.devices:
-            continue
-        try:
-            runtime = importlib.import_module(f"{stage.name}.cuda.runtime")
-        except ModuleNotFoundError:
-            continue  # a stage whose cuda device is built differently: its tests skip, saying why
-        try:
-            gen = importlib.import_module(f"{stage.name}.cuda.elementwise_src")
-        except ModuleNotFoundError:
-            gen = None  # no kernel catalogue: the stage renders each kernel from its graph (stage3)
-        runtime.use_backend(EmulatedBackend(gen))
+        if "CUDA" in stage.devices:
+            use_emulator(stage.name)
 
 
 @functools.cache

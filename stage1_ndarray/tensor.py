@@ -330,6 +330,16 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
     def tolist(self):
         return self.numpy().tolist()
 
+    def data_ptr(self) -> int:
+        """The address of the first element (on cuda a device address), for a library that reads or
+        writes the memory itself, as NCCL does (common/train/collectives.py). Only a contiguous
+        tensor's elements lie there in order: take x.contiguous() first."""
+        if not self._is_contiguous():
+            raise ValueError(f"data_ptr: the tensor of shape {self.shape} (strides {self._strides}) is not "
+                             "contiguous; take x.contiguous() first")
+        p = self._ptr()
+        return p if isinstance(p, int) else int(ffi.cast("uintptr_t", p))
+
     def to(self, device: str | None) -> Tensor:
         """A copy on `device` (self when it is there already), through host memory."""
         device = canonical("to", device)

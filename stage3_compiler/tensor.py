@@ -328,6 +328,17 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
     def tolist(self):
         return self.numpy().tolist()
 
+    def data_ptr(self) -> int:
+        """The address of the first element (on cuda a device address), for a library that reads or
+        writes the memory itself, as NCCL does (common/train/collectives.py). Realizes the tensor; only
+        a realized buffer (or a reshape of one) holds its elements there in order: take
+        x.contiguous() first. A write there bypasses the graph: nothing computed before sees it."""
+        x = self.realize().lazydata
+        if not (x.is_base or x.st.contiguous) or x.realized is None:
+            raise ValueError(f"data_ptr: the tensor of shape {self.shape} is a view, not a buffer of its own; "
+                             "take x.contiguous() first")
+        return x.realized.ptr(0, self.dtype)
+
     def to(self, device: str | None) -> Tensor:
         """A copy on `device` (self when it is there already), through host memory; gradients flow back."""
         device = canonical("to", device)

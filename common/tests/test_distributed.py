@@ -4,6 +4,7 @@ mpich wheel starts two ranks of `sitp train nanogpt --ddp` on a small model.
 - 2 ranks x batch 6 reproduce 1 rank x batch 12 on stage2 and stage3, with the gradients
   all-reduced or the optimizer sharded (ZeRO-1): the same losses and parameters to within float32
   reduction-order noise (the gradients are summed in another order).
+- On the cuda device the same through NCCL, on the CUDA emulator with NCCL's calls answered over MPI.
 - Kill one rank mid-run: the job exits non-zero within 60 s; `--resume` then continues from the
   last checkpoint bit for bit, to the uninterrupted run's losses and weights.
 """
@@ -32,11 +33,11 @@ SMALL = ["--eval-batches", "2", "--set", "n_layer=1", "--set", "n_embd=32", "--s
          "--set", "block_size=32", "--samples", "0", "--tokens", "0", "--quiet"]
 
 
-def _train(out: Path, *flags: str, ranks: int = 1, stage: str = "2") -> subprocess.Popen:
+def _train(out: Path, *flags: str, ranks: int = 1, stage: str = "2", emulate: bool = False) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "common.cli", "train", "nanogpt", "--stage", stage, *SMALL, "--out", str(out), *flags]
     if ranks > 1:
         cmd = [MPIEXEC, "-n", str(ranks), *cmd, "--ddp"]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", **({"SITP_CUDA_BACKEND": "emulate"} if emulate else {})}
     return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -66,6 +67,23 @@ def test_two_ranks_reproduce_one_rank_with_the_whole_batch(tmp_path, stage, shar
     (l1, w1), (l2, w2) = _state(tmp_path / "one"), _state(tmp_path / "two")
     np.testing.assert_allclose(l2, l1, rtol=1e-5)
     assert w1.keys() == w2.keys()
+    for k in w1:
+        np.testing.assert_allclose(w2[k], w1[k], rtol=1e-4, atol=1e-5, err_msg=k)
+
+
+@pytest.mark.parametrize("stage, steps, sharded", [("3", "20", False), ("3", "20", True), ("2", "3", False)],
+                         ids=["stage3", "stage3-zero", "stage2"])
+def test_nccl_ranks_on_the_emulated_cuda_device(tmp_path, stage, steps, sharded):
+    """On cuda the gradients and parameters go through NCCL, in device memory: here the CUDA emulator's
+    memory, each NCCL call answered over MPI (common/nccl_emulation.py). Same goal as above. (stage2's
+    emulated GEMM runs a CUDA thread an OS thread: 3 steps take 40 s.)"""
+    flags = ["--steps", steps, "--eval-every", "0", "--device", "cuda"]
+    _finish(_train(tmp_path / "one", *flags, "--batch-size", "12", stage=stage, emulate=True))
+    two = _finish(_train(tmp_path / "two", *flags, "--batch-size", "6", *(["--zero"] if sharded else []), ranks=2,
+                         stage=stage, emulate=True))
+    assert "data-parallel on nccl: 2 ranks" in two, two[-2000:]
+    (l1, w1), (l2, w2) = _state(tmp_path / "one"), _state(tmp_path / "two")
+    np.testing.assert_allclose(l2, l1, rtol=1e-5)
     for k in w1:
         np.testing.assert_allclose(w2[k], w1[k], rtol=1e-4, atol=1e-5, err_msg=k)
 

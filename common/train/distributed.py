@@ -1,8 +1,10 @@
-"""Data-parallel training across processes on MPI (mpi4py; the `mpich` wheel from PyPI brings the MPI
-library and `mpiexec`, so a fresh machine needs no system packages).
+"""Data-parallel training across processes: one process a rank, started by MPI's launcher (mpi4py; the
+`mpich` wheel from PyPI brings the MPI library and `mpiexec`, so a fresh machine needs no system
+packages), talking MPI on the CPU and NCCL between GPUs (collectives.py).
 
-The stages stay single-process: communication sits beside the training loop and goes through the
-numpy door, the way data comes in. Each rank holds a whole replica of the model:
+The stages stay single-process: communication sits beside the training loop, on the stage's own
+tensors (collectives.py moves them through the numpy door for MPI, or hands their device addresses
+to NCCL). Each rank holds a whole replica of the model:
 - Data: every rank draws the same global batch (world x batch_size rows) from the same seeded RNG
   and keeps its own slice, so 2 ranks x batch 6 see exactly the rows 1 rank x batch 12 sees, in the
   same order, and every rank's RNG stays equal to what a checkpoint saves.
@@ -21,18 +23,20 @@ numpy door, the way data comes in. Each rank holds a whole replica of the model:
 - A collective that does not finish within `timeout` seconds (a rank hangs) ends the job with an
   error naming the step (MPI_Abort), instead of waiting forever; a rank that dies ends the job at
   once (mpiexec stops the others).
+- Gradients and parameters travel in flat buckets; the sharded ones pad each rank's part to the
+  longest (NCCL's reduce-scatter and all-gather take equal parts), at most one parameter's worth.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import sys
-import time
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from .collectives import Mpi, Nccl, nccl_library
 
 BUCKET_BYTES = 4 << 20
 LAUNCHER_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "MPI_LOCALRANKID")
@@ -48,29 +52,36 @@ class World:
 
     rank: int = 0
     size: int = 1
-    comm: Any = None
-    timeout: float = 60.0
+    host: Mpi | None = None  # host-memory collectives: losses, counts, checks, the state for a checkpoint
+    net: Mpi | Nccl | None = None  # the gradients' and parameters' collectives: MPI, or NCCL on GPUs
+    local_size: int = 1  # the ranks on this machine, sharing its cores (or GPUs)
     zero: bool = False  # shard the optimizer (ZeRO-1) instead of all-reducing every gradient
-    comm_seconds: float = 0.0  # time spent in collectives, for the throughput report
 
     @staticmethod
-    def from_launcher(timeout: float = 60.0) -> World:
-        """The world mpiexec started this process in, or a world of one when no launcher did."""
+    def from_launcher(timeout: float = 60.0, device: str = "CPU") -> World:
+        """The world mpiexec started this process in, or a world of one when no launcher did. On a
+        cuda device the ranks exchange gradients with NCCL, one GPU each."""
         if not any(v in os.environ for v in LAUNCHER_VARS):
-            return World(timeout=timeout)
+            return World()
         try:
             from mpi4py import MPI
         except ImportError as e:
             raise DistributedError("distributed training needs mpi4py and an MPI library: "
                                    "pip install -e '.[dist]' (mpi4py and the mpich wheel)") from e
         comm = MPI.COMM_WORLD
-        return World(comm.Get_rank(), comm.Get_size(), comm, timeout)
+        local = comm.Split_type(MPI.COMM_TYPE_SHARED)  # the ranks sharing this machine's memory
+        host = Mpi(comm, timeout)
+        net = host
+        if comm.Get_size() > 1 and str(device).lower().startswith("cuda"):
+            net = Nccl(host, nccl_library(), local.Get_rank())
+        return World(comm.Get_rank(), comm.Get_size(), host, net, local.Get_size())
 
     @staticmethod
     def start(stage: Any, ddp: bool, zero: bool = False, timeout: float = 60.0) -> World:
         """The CLIs' world: the launcher's with --ddp (each rank then takes its share of the cores),
-        else a world of one."""
-        world = World.from_launcher(timeout) if ddp else World()
+        else a world of one. Call it after choosing the stage's device (Device.DEFAULT)."""
+        device = getattr(getattr(stage, "Device", None), "DEFAULT", "CPU")
+        world = World.from_launcher(timeout, device) if ddp else World()
         world.zero = zero
         if world.size > 1:
             stage.Tensor.set_num_threads(world.threads_per_rank())
@@ -80,49 +91,28 @@ class World:
     def is_main(self) -> bool:
         return self.rank == 0
 
+    @property
+    def comm_seconds(self) -> float:
+        """Time spent in collectives, waiting for the other ranks included (the throughput report)."""
+        return self.host.seconds if self.host is not None else 0.0
+
     def threads_per_rank(self) -> int:
         """The cores this process may use, shared among the ranks on this machine."""
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        local = int(os.environ.get("MPI_LOCALNRANKS", os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", self.size)))
-        return max(1, cores // max(1, local))
+        return max(1, cores // max(1, self.local_size))
 
-    # ---- collectives, each with a deadline ----
-
-    def _wait(self, request: Any, what: str) -> None:
-        """Poll a non-blocking collective until it completes or the deadline passes."""
-        start = time.perf_counter()
-        deadline = start + self.timeout
-        pause = 1e-5
-        while not request.Test():
-            if time.perf_counter() > deadline:
-                # An exception would leave the collective pending, and MPI's finalize at exit would wait
-                # for it forever: say why, then end the whole job (mpiexec stops every rank).
-                print(f"sitp: error: rank {self.rank}/{self.size}: {what} did not complete within "
-                      f"{self.timeout:.0f} s: another rank died or hangs; aborting the job",
-                      file=sys.stderr, flush=True)
-                time.sleep(1.0)  # for mpiexec to forward the line: the abort kills the ranks' pipes with them
-                self.comm.Abort(1)
-            time.sleep(pause)
-            pause = min(pause * 2, 1e-3)
-        self.comm_seconds += time.perf_counter() - start
+    # ---- host-side exchanges ----
 
     def allreduce_sum(self, buf: np.ndarray, what: str = "allreduce") -> np.ndarray:
         """buf summed over the ranks, in place."""
-        if self.size == 1:
-            return buf
-        from mpi4py import MPI
-
-        self._wait(self.comm.Iallreduce(MPI.IN_PLACE, buf, op=MPI.SUM), what)
-        return buf
+        return buf if self.size == 1 else self.host.allreduce_sum(buf, what)
 
     def broadcast(self, buf: np.ndarray, what: str = "broadcast") -> np.ndarray:
-        if self.size > 1:
-            self._wait(self.comm.Ibcast(buf, root=0), what)
-        return buf
+        return buf if self.size == 1 else self.host.broadcast(buf, what)
 
     def barrier(self, what: str = "barrier") -> None:
         if self.size > 1:
-            self._wait(self.comm.Ibarrier(), what)
+            self.host.barrier(what)
 
     # ---- what training asks of it ----
 
@@ -137,17 +127,15 @@ class World:
         """Each parameter's gradient replaced by its mean over the ranks, bucket by bucket."""
         if self.size == 1:
             return
-        T = stage.Tensor
-        with_grad = [p for p in params if p.grad is not None]
-        for bucket in _buckets(with_grad):
-            flat = np.concatenate([p.grad.numpy().ravel() for p in bucket])
-            self.allreduce_sum(flat, f"the gradient all-reduce of step {step}")
-            flat /= self.size
-            start = 0
-            for p in bucket:
-                n = p.grad.numel()
-                p.grad = T(flat[start:start + n].reshape(p.grad.shape), dtype=p.grad.dtype, device=p.grad.device)
-                start += n
+        with stage.Tensor.no_grad():
+            for bucket in _buckets([p for p in params if p.grad is not None]):
+                flat = self.net.all_reduce(_flat([p.grad for p in bucket]), f"the gradient all-reduce of step {step}")
+                flat = flat / self.size
+                start = 0
+                for p in bucket:
+                    n = p.grad.numel()
+                    p.grad = flat[start:start + n].reshape(p.grad.shape)
+                    start += n
 
     # ---- ZeRO-1: each rank updates the parameters it owns ----
 
@@ -159,66 +147,50 @@ class World:
             load[owner[i]] += params[i].numel()
         return owner
 
-    def _gather_owned(self, tensors: list, owner: list[int], shapes: list[tuple], what: str,
-                      root: int | None = None) -> list[np.ndarray | None]:
-        """The values of each tensor (of shapes[i]) from the rank that owns it, to every rank (one
-        Allgatherv) or to `root` alone (one Gatherv; the others get Nones). A rank reads only the
-        tensors it owns: the others may be empty placeholders."""
-        order = [i for r in range(self.size) for i in range(len(tensors)) if owner[i] == r]
-        sizes = [math.prod(shape) for shape in shapes]
-        dtype = np.result_type(*[t.dtype.np for t in tensors])
-        counts = [sum(sizes[i] for i in order if owner[i] == r) for r in range(self.size)]
-        mine = [tensors[i].numpy().astype(dtype, copy=False).ravel() for i in order if owner[i] == self.rank]
-        send = np.concatenate(mine) if mine else np.zeros(0, dtype)
-        receives = root is None or root == self.rank
-        recv = np.empty(sum(counts) if receives else 0, dtype)
-        if root is None:
-            self._wait(self.comm.Iallgatherv(send, [recv, counts]), what)
-        else:
-            self._wait(self.comm.Igatherv(send, [recv, counts] if receives else None, root=root), what)
-        out, start = [None] * len(tensors), 0
-        for i in order:
-            if receives:
-                out[i] = recv[start:start + sizes[i]].reshape(shapes[i])
-            start += sizes[i]
-        return out
+    def _parts(self, params: list) -> tuple[list[list[int]], int]:
+        """The indices of the parameters each rank owns, and the longest rank's element count."""
+        owner = self.owners(params)
+        parts = [[i for i in range(len(params)) if owner[i] == r] for r in range(self.size)]
+        return parts, max(sum(params[i].numel() for i in part) for part in parts)
 
     def sharded_step(self, stage: Any, opt: Any, grad_clip: float, step: int) -> None:
         """Reduce-scatter the gradients, clip by the global norm, step this rank's parameters, all-gather."""
-        from mpi4py import MPI
-
         T, params = stage.Tensor, opt.params
-        owner = self.owners(params)
-        order = [i for r in range(self.size) for i in range(len(params)) if owner[i] == r]
-        counts = [sum(params[i].numel() for i in order if owner[i] == r) for r in range(self.size)]
-        dtype = np.result_type(*[p.dtype.np for p in params])
-        flat = np.concatenate([params[i].grad.numpy().astype(dtype, copy=False).ravel() if params[i].grad is not None
-                               else np.zeros(params[i].numel(), dtype) for i in order])
-        mine = np.empty(counts[self.rank], dtype)
-        self._wait(self.comm.Ireduce_scatter(flat, mine, counts, op=MPI.SUM),
-                   f"the gradient reduce-scatter of step {step}")
-        mine /= self.size
-        if grad_clip:  # torch's clip_grad_norm_, on the norm of all the ranks' gradients together
-            total = float(np.sqrt(self.allreduce_sum(np.array([np.square(mine, dtype=np.float64).sum()]),
-                                                     f"the gradient norm of step {step}")[0]))
-            coef = grad_clip / (total + 1e-6)
-            if coef < 1:
-                mine *= np.asarray(coef, dtype)
-        start = 0
-        for i in order:
-            p = params[i]
-            if owner[i] == self.rank:
-                n = p.numel()
-                p.grad = T(mine[start:start + n].reshape(p.shape), dtype=p.dtype, device=p.device)
+        parts, longest = self._parts(params)
+        dtype = max((p.dtype for p in params), key=lambda d: d.itemsize)  # (float32 in every model here)
+        device = params[0].device
+        with T.no_grad():
+            pieces = []  # every rank's gradients end to end, each rank's part padded to the longest
+            for part in parts:
+                pieces += [(params[i].grad if params[i].grad is not None else T.zeros(params[i].shape, dtype=dtype,
+                            device=device)).reshape(-1).cast(dtype) for i in part]
+                pad = longest - sum(params[i].numel() for i in part)
+                pieces += [T.zeros(pad, dtype=dtype, device=device)] if pad else []
+            mine = self.net.reduce_scatter(_flat(pieces), f"the gradient reduce-scatter of step {step}") / self.size
+            if grad_clip:  # the stage's clip_grad_norm_, on the norm of all the ranks' gradients together
+                square = mine.cast(stage.dtypes.float64).square().sum().item()
+                total = math.sqrt(self.allreduce_sum(np.array([square]), f"the gradient norm of step {step}")[0])
+                coef = grad_clip / (total + 1e-6)
+                if coef < 1:
+                    mine = mine * coef
+            start = 0
+            for p in params:
+                p.grad = None  # the optimizer skips it, unless this rank owns it: its owner updates it
+            for i in parts[self.rank]:
+                p, n = params[i], params[i].numel()
+                p.grad = mine[start:start + n].reshape(p.shape).cast(p.dtype)
                 start += n
-            else:
-                p.grad = None  # the optimizer skips it: its owner updates it
-        opt.step()
-        gathered = self._gather_owned(params, owner, [p.shape for p in params],
-                                      f"the parameter all-gather of step {step}")
-        for i, (p, values) in enumerate(zip(params, gathered, strict=True)):
-            if owner[i] != self.rank:
-                p.assign(T(values, dtype=p.dtype, device=p.device))
+            opt.step()
+            own = [params[i].detach().reshape(-1).cast(dtype) for i in parts[self.rank]]
+            own += [T.zeros(longest - start, dtype=dtype, device=device)] if longest > start else []
+            whole = self.net.all_gather(_flat(own), f"the parameter all-gather of step {step}")
+            for r, part in enumerate(parts):
+                start = r * longest
+                for i in part:
+                    p, n = params[i], params[i].numel()
+                    if r != self.rank:
+                        p.assign(whole[start:start + n].reshape(p.shape))
+                    start += n
 
     def _state_slots(self, opt: Any) -> tuple[list, list[int]]:
         """Every optimizer state buffer as (optimizer, slot, index), and the rank owning its parameter."""
@@ -244,20 +216,30 @@ class World:
                    for bufs in sub.state.values() for p, b in zip(sub.params, bufs, strict=True))
 
     def gather_optimizer_state(self, stage: Any, opt: Any) -> None:
-        """Each parameter's optimizer state from its owner to rank 0 (one Gatherv), so that rank 0's
-        checkpoint is whole; rank 0 frees the others' part again after writing (drop_foreign_state)."""
+        """Each parameter's optimizer state from its owner to rank 0 (one Gatherv on host memory, where
+        the checkpoint goes anyway), so that rank 0's checkpoint is whole; rank 0 frees the others'
+        part again after writing (drop_foreign_state)."""
         if self.size == 1 or not self.zero:
             return
         slots, owner = self._state_slots(opt)
-        shapes = [sub.params[j].shape for sub, _, j in slots]  # a state buffer has its parameter's shape
-        values = self._gather_owned([sub.state[slot][j] for sub, slot, j in slots], owner, shapes,
-                                    "the optimizer state gather", root=0)
-        if not self.is_main:
+        order = [k for r in range(self.size) for k in range(len(slots)) if owner[k] == r]
+        sizes = [sub.params[j].numel() for sub, _, j in slots]  # a state buffer has its parameter's shape
+        dtype = np.result_type(*[sub.state[slot][j].dtype.np for sub, slot, j in slots])
+        mine = [sub.state[slot][j].numpy().astype(dtype, copy=False).ravel()
+                for k, (sub, slot, j) in enumerate(slots) if owner[k] == self.rank]
+        counts = [sum(sizes[k] for k in order if owner[k] == r) for r in range(self.size)]
+        recv = self.host.gatherv(np.concatenate(mine) if mine else np.zeros(0, dtype), counts, 0,
+                                 "the optimizer state gather")
+        if recv is None:
             return
-        for (sub, slot, j), rank, v in zip(slots, owner, values, strict=True):
-            if rank != self.rank:
+        start = 0
+        for k in order:
+            sub, slot, j = slots[k]
+            if owner[k] != self.rank:
                 buf = sub.state[slot][j]
-                sub.state[slot][j] = stage.Tensor(v, dtype=buf.dtype, device=buf.device)
+                values = recv[start:start + sizes[k]].reshape(sub.params[j].shape)
+                sub.state[slot][j] = stage.Tensor(values, dtype=buf.dtype, device=buf.device)
+            start += sizes[k]
 
     def target_weights(self, ys: list[np.ndarray]) -> list[float]:
         """For each micro-batch, this rank's weight on its mean loss: size x (its targets / all ranks'
@@ -286,9 +268,19 @@ class World:
             raise DistributedError(f"rank {self.rank}: its initial parameters differ from rank 0's")
 
 
+def _flat(tensors: list) -> Any:
+    """The tensors' elements end to end in a new 1-d tensor of its own (a collective may write into it)."""
+    flat = [t.reshape(-1) for t in tensors]
+    return flat[0].cat(*flat[1:]) if len(flat) > 1 else flat[0].clone()
+
+
 def _buckets(params: list) -> list[list]:
+    """The parameters in runs of about BUCKET_BYTES of gradient, each of one dtype."""
     out, current, size = [], [], 0
     for p in params:
+        if current and p.grad.dtype != current[0].grad.dtype:
+            out.append(current)
+            current, size = [], 0
         current.append(p)
         size += p.grad.numel() * p.grad.dtype.itemsize
         if size >= BUCKET_BYTES:

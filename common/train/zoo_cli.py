@@ -66,9 +66,11 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
 
 def cmd_train(args: argparse.Namespace) -> int:
     stage_number = 2 if args.stage is None else args.stage
-    if args.device.lower() != "cpu":
-        raise SystemExit(f"sitp train {args.task}: --device {args.device} is not available yet (only cpu)")
     stage = load_stage(stage_number)
+    if args.device.lower() != "cpu":
+        if getattr(stage, "Device", None) is None:
+            raise SystemExit(f"sitp train {args.task}: stage {stage_number} has only the cpu device")
+        stage.Device.DEFAULT = args.device  # every tensor of the run, the parameters included, goes there
     if getattr(stage, "optim", None) is None:
         raise SystemExit(f"sitp train {args.task}: stage {stage_number} ({STAGES[stage_number]}) has no autograd; "
                          "use --stage 2")
@@ -89,7 +91,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     print(f"sitp train {args.task} --stage {stage_number} ({STAGES[stage_number]}): {task.config}")
     print(f"  {cfg}")
     if world.size > 1:
-        print(f"  data-parallel: {world.size} ranks x batch {cfg.batch_size}, "
+        print(f"  data-parallel on {world.net.name}: {world.size} ranks x batch {cfg.batch_size}, "
               f"{stage.Tensor.get_num_threads()} threads a rank{', optimizer sharded (ZeRO-1)' if world.zero else ''}")
     result = train(task, stage, cfg, out, resume=args.resume, progress=not args.quiet, world=world)
     print(f"final train loss {result.train_losses[-1]:.4f}, val loss {result.val_history[-1][1]:.4f} "
