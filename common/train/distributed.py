@@ -123,19 +123,26 @@ class World:
         rows = len(x) // self.size
         return x[self.rank * rows:(self.rank + 1) * rows], y[self.rank * rows:(self.rank + 1) * rows]
 
-    def average_gradients(self, stage: Any, params: list, step: int) -> None:
-        """Each parameter's gradient replaced by its mean over the ranks, bucket by bucket."""
-        if self.size == 1:
-            return
-        with stage.Tensor.no_grad():
-            for bucket in _buckets([p for p in params if p.grad is not None]):
-                flat = self.net.all_reduce(_flat([p.grad for p in bucket]), f"the gradient all-reduce of step {step}")
-                flat = flat / self.size
-                start = 0
-                for p in bucket:
-                    n = p.grad.numel()
-                    p.grad = flat[start:start + n].reshape(p.grad.shape)
-                    start += n
+    def average_gradients(self, grads: list, step: int) -> list:
+        """The gradients (None where a parameter has none) averaged over the ranks, as flat buckets
+        of about BUCKET_BYTES (one all-reduce each); set_gradients puts them back in place."""
+        present = [g for g in grads if g is not None]
+        what = f"the gradient all-reduce of step {step}"
+        return [self.net.all_reduce(_flat(bucket), what) / self.size for bucket in _buckets(present)]
+
+    @staticmethod
+    def set_gradients(params: list, flats: list, has_grad: tuple[bool, ...]) -> None:
+        """Each parameter's gradient a view of the buckets average_gradients returned (has_grad: which
+        parameters had one)."""
+        k, start = 0, 0
+        for p, has in zip(params, has_grad, strict=True):
+            if not has:
+                p.grad = None
+                continue
+            if start == flats[k].numel():
+                k, start = k + 1, 0
+            p.grad = flats[k][start:start + p.numel()].reshape(p.shape)
+            start += p.numel()
 
     # ---- ZeRO-1: each rank updates the parameters it owns ----
 
@@ -153,44 +160,68 @@ class World:
         parts = [[i for i in range(len(params)) if owner[i] == r] for r in range(self.size)]
         return parts, max(sum(params[i].numel() for i in part) for part in parts)
 
-    def sharded_step(self, stage: Any, opt: Any, grad_clip: float, step: int) -> None:
-        """Reduce-scatter the gradients, clip by the global norm, step this rank's parameters, all-gather."""
-        T, params = stage.Tensor, opt.params
+    def reduce_scatter_gradients(self, stage: Any, params: list, grads: list, grad_clip: float, step: int) -> Any:
+        """This rank's part of the gradients (of the parameters it owns, end to end), summed over the
+        ranks and averaged, then clipped by the norm of all the ranks' parts together."""
+        T = stage.Tensor
         parts, longest = self._parts(params)
-        dtype = max((p.dtype for p in params), key=lambda d: d.itemsize)  # (float32 in every model here)
-        device = params[0].device
-        with T.no_grad():
-            pieces = []  # every rank's gradients end to end, each rank's part padded to the longest
-            for part in parts:
-                pieces += [(params[i].grad if params[i].grad is not None else T.zeros(params[i].shape, dtype=dtype,
-                            device=device)).reshape(-1).cast(dtype) for i in part]
-                pad = longest - sum(params[i].numel() for i in part)
-                pieces += [T.zeros(pad, dtype=dtype, device=device)] if pad else []
-            mine = self.net.reduce_scatter(_flat(pieces), f"the gradient reduce-scatter of step {step}") / self.size
-            if grad_clip:  # the stage's clip_grad_norm_, on the norm of all the ranks' gradients together
-                square = mine.cast(stage.dtypes.float64).square().sum().item()
-                total = math.sqrt(self.allreduce_sum(np.array([square]), f"the gradient norm of step {step}")[0])
-                coef = grad_clip / (total + 1e-6)
-                if coef < 1:
-                    mine = mine * coef
-            start = 0
-            for p in params:
-                p.grad = None  # the optimizer skips it, unless this rank owns it: its owner updates it
-            for i in parts[self.rank]:
-                p, n = params[i], params[i].numel()
-                p.grad = mine[start:start + n].reshape(p.shape).cast(p.dtype)
-                start += n
-            opt.step()
-            own = [params[i].detach().reshape(-1).cast(dtype) for i in parts[self.rank]]
-            own += [T.zeros(longest - start, dtype=dtype, device=device)] if longest > start else []
-            whole = self.net.all_gather(_flat(own), f"the parameter all-gather of step {step}")
-            for r, part in enumerate(parts):
-                start = r * longest
-                for i in part:
-                    p, n = params[i], params[i].numel()
-                    if r != self.rank:
-                        p.assign(whole[start:start + n].reshape(p.shape))
-                    start += n
+        dtype, device = max((p.dtype for p in params), key=lambda d: d.itemsize), params[0].device
+        pieces = []  # every rank's gradients end to end, each rank's part padded to the longest
+        for part in parts:
+            pieces += [(grads[i] if grads[i] is not None else T.zeros(params[i].shape, dtype=dtype, device=device))
+                       .reshape(-1).cast(dtype) for i in part]
+            pad = longest - sum(params[i].numel() for i in part)
+            pieces += [T.zeros(pad, dtype=dtype, device=device)] if pad else []
+        mine = self.net.reduce_scatter(_flat(pieces), f"the gradient reduce-scatter of step {step}") / self.size
+        if grad_clip:  # the stage's clip_grad_norm_, on the norm of all the ranks' gradients together
+            square = mine.cast(stage.dtypes.float64).square().sum().item()
+            total = math.sqrt(self.allreduce_sum(np.array([square]), f"the gradient norm of step {step}")[0])
+            coef = grad_clip / (total + 1e-6)
+            if coef < 1:
+                mine = mine * coef
+        return mine
+
+    def set_own_gradients(self, params: list, mine: Any) -> None:
+        """The gradients of the parameters this rank owns, views of its part; None for the others,
+        so the optimizer steps its own alone."""
+        for p in params:
+            p.grad = None
+        start = 0
+        for i in self._parts(params)[0][self.rank]:
+            p = params[i]
+            p.grad = mine[start:start + p.numel()].reshape(p.shape).cast(p.dtype)
+            start += p.numel()
+
+    def own_buffers(self, params: list) -> None:
+        """ZeRO, before the first step: every parameter a buffer of its own, so that the all-gather
+        writes each in place. (On stage3 a parameter made as a view of another's memory would
+        instead be rebound to the gathered values, and a jitted step, which reads the memory it
+        captured, would go on reading the old values.)"""
+        if self.size == 1 or not self.zero:
+            return
+        for p in params:
+            p.assign(p.clone())
+        params[0].realize(*params[1:])
+
+    def gather_parameters(self, stage: Any, params: list, step: int) -> None:
+        """Every rank's new values of the parameters it owns, to every rank (one all-gather)."""
+        T = stage.Tensor
+        parts, longest = self._parts(params)
+        dtype, device = max((p.dtype for p in params), key=lambda d: d.itemsize), params[0].device
+        own = [params[i].detach().reshape(-1).cast(dtype) for i in parts[self.rank]]
+        pad = longest - sum(params[i].numel() for i in parts[self.rank])
+        own += [T.zeros(pad, dtype=dtype, device=device)] if pad else []
+        whole = self.net.all_gather(_flat(own), f"the parameter all-gather of step {step}")
+        theirs = []
+        for r, part in enumerate(parts):
+            start = r * longest
+            for i in part:
+                p = params[i]
+                if r != self.rank:
+                    theirs.append(p.assign(whole[start:start + p.numel()].reshape(p.shape)))
+                start += p.numel()
+        if theirs:  # written now (stage3's assign is lazy): a jitted step's replay reads them as they are
+            theirs[0].realize(*theirs[1:])
 
     def _state_slots(self, opt: Any) -> tuple[list, list[int]]:
         """Every optimizer state buffer as (optimizer, slot, index), and the rank owning its parameter."""
@@ -274,15 +305,15 @@ def _flat(tensors: list) -> Any:
     return flat[0].cat(*flat[1:]) if len(flat) > 1 else flat[0].clone()
 
 
-def _buckets(params: list) -> list[list]:
-    """The parameters in runs of about BUCKET_BYTES of gradient, each of one dtype."""
+def _buckets(grads: list) -> list[list]:
+    """The gradients in runs of about BUCKET_BYTES, each of one dtype."""
     out, current, size = [], [], 0
-    for p in params:
-        if current and p.grad.dtype != current[0].grad.dtype:
+    for g in grads:
+        if current and g.dtype != current[0].dtype:
             out.append(current)
             current, size = [], 0
-        current.append(p)
-        size += p.grad.numel() * p.grad.dtype.itemsize
+        current.append(g)
+        size += g.numel() * g.dtype.itemsize
         if size >= BUCKET_BYTES:
             out.append(current)
             current, size = [], 0

@@ -85,34 +85,69 @@ def jitted(stage: ModuleType, fn: Any) -> Any:
 def step_function(stage: ModuleType, model: Any, opt: Any, cfg: TrainConfig, world: World | None = None) -> Any:
     """What one optimizer step computes, from its micro-batches [(x, y)] to their losses (a tensor,
     one per micro-batch): each loss divided by grad_accum before backward, the gradients averaged
-    over the ranks (data-parallel), clipped, the optimizer stepped and the gradients zeroed. On a
-    stage with a JIT (stage3's TinyJit) a single process's step is jitted: from the third step on,
-    its kernels replay without building or scheduling the graph (set JIT=0 to run it eagerly). A
-    data-parallel step runs eagerly: a replay would skip the exchange of gradients in between."""
+    over the ranks (data-parallel), clipped, the optimizer stepped and the gradients zeroed.
+
+    On a stage with a JIT (stage3's TinyJit) a single process's step is jitted: from the third step
+    on, its kernels replay without building or scheduling the graph (set JIT=0 to run it eagerly).
+    A data-parallel step is two jitted halves around the exchange, which runs eagerly (a replay
+    would skip it): the backward, returning the gradients, and the update, taking the averaged ones
+    (with ZeRO, this rank's part; the all-gather of the parameters follows)."""
     T = stage.Tensor
     world = world or World()
     count = [0]
 
-    def step(batches, weights=None):
+    def backward(batches, weights=None):
         losses = []
         with T.train():
             for k, (x, y) in enumerate(batches):
                 loss = model.loss(x, y).realize()  # (stage3: the forward's kernels once, for the loss and backward)
-                w = 1.0 if weights is None else weights[k]  # (data-parallel: this rank's share of the targets)
-                (loss / cfg.grad_accum if w == 1.0 else loss * (w / cfg.grad_accum)).backward()
+                # (data-parallel: weighted by this rank's share of the targets)
+                (loss / cfg.grad_accum if weights is None else loss * (weights[k] / cfg.grad_accum)).backward()
                 losses.append(loss.detach().reshape(1))
-        count[0] += 1
-        if world.zero and world.size > 1:  # ZeRO-1: reduce-scatter, clip, step this rank's share, all-gather
-            world.sharded_step(stage, opt, cfg.grad_clip, count[0])
-        else:
-            world.average_gradients(stage, opt.params, count[0])
-            if cfg.grad_clip:
-                stage.optim.clip_grad_norm_(opt.params, cfg.grad_clip)
-            opt.step()
-        opt.zero_grad()
         return losses[0].cat(*losses[1:]) if len(losses) > 1 else losses[0]
 
-    return jitted(stage, step) if world.size == 1 else step
+    def update():
+        if cfg.grad_clip:
+            stage.optim.clip_grad_norm_(opt.params, cfg.grad_clip)
+        opt.step()
+        opt.zero_grad()
+
+    if world.size == 1:
+        def step(batches):
+            losses = backward(batches)
+            update()
+            return losses
+
+        return jitted(stage, step)
+
+    def local(batches, weights):  # this rank's losses and gradients
+        losses = backward(batches, weights)
+        grads = [p.grad for p in opt.params]
+        opt.zero_grad()
+        return losses, grads
+
+    def apply(flats, has_grad):  # the averaged gradients (buckets) in place, then the update
+        world.set_gradients(opt.params, flats, has_grad)
+        update()
+
+    def apply_own(mine):  # ZeRO: this rank's part of the gradients (already clipped), its parameters' update
+        world.set_own_gradients(opt.params, mine)
+        opt.step()
+        opt.zero_grad()
+
+    local, apply, apply_own = jitted(stage, local), jitted(stage, apply), jitted(stage, apply_own)
+
+    def step(batches, weights):
+        count[0] += 1
+        losses, grads = local(batches, T(np.array(weights, np.float32)))
+        if world.zero:
+            apply_own(world.reduce_scatter_gradients(stage, opt.params, grads, cfg.grad_clip, count[0]))
+            world.gather_parameters(stage, opt.params, count[0])
+        else:
+            apply(world.average_gradients(grads, count[0]), tuple(g is not None for g in grads))
+        return losses
+
+    return step
 
 
 def train_step(task: Task, stage: ModuleType, step: Any, cfg: TrainConfig, rng: np.random.Generator,
@@ -167,6 +202,7 @@ def train(task: Task, stage: ModuleType, cfg: TrainConfig, out: str | Path | Non
         val_history = [tuple(v) for v in state.meta.get("val_history", [])]
         log(f"resumed from {ckpt} at step {start}")
     world.check_same_parameters(opt.params)
+    world.own_buffers(opt.params)  # (ZeRO: the all-gather writes every parameter in place)
     world.drop_foreign_state(stage, opt)  # (ZeRO: each rank keeps the optimizer state of its own parameters)
     began = time.perf_counter()
     bar = tqdm(range(start, cfg.steps), desc=f"{task.name} {stage.__name__}", disable=not progress or not world.is_main,
