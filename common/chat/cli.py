@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..data.files import cache_dir
 from ..stages import STAGES, load_stage
-from ..train.distributed import World
+from ..train.distributed import BUCKET_MB, World, bucket_mb
 
 
 def _steps(pairs: list[str]) -> dict[str, int]:
@@ -40,7 +40,7 @@ def cmd_nanochat(args: argparse.Namespace) -> int:
         if getattr(args, name) is not None:
             setattr(settings, name, getattr(args, name))
     out = Path(args.out) if args.out else cache_dir() / "runs" / f"nanochat-stage{args.stage}"
-    world = World.start(stage, args.ddp, args.zero, args.ddp_timeout)
+    world = World.start(stage, args.ddp, args.zero, args.ddp_timeout, args.bucket_mb)
     report = run_pipeline(stage, out, settings, resume=args.resume, progress=not args.quiet, world=world)
     if not world.is_main:
         return 0
@@ -117,6 +117,8 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--zero", action="store_true", help="with --ddp: shard the optimizer (ZeRO-1)")
     run.add_argument("--ddp-timeout", dest="ddp_timeout", type=float, default=60.0,
                      help="seconds a rank waits for the others before the job ends with an error")
+    run.add_argument("--bucket-mb", dest="bucket_mb", type=bucket_mb, default=BUCKET_MB,
+                     help="with --ddp: MiB of gradients (or parameters) a collective carries at once")
     run.set_defaults(func=cmd_nanochat)
 
     chat = commands.add_parser("chat", help="chat with a nanochat checkpoint (terminal, one-shot or web UI)")

@@ -56,7 +56,7 @@ def _state(out: Path):
 
 @pytest.mark.parametrize("stage, sharded", [("2", False), ("2", True), ("3", False)])
 def test_two_ranks_reproduce_one_rank_with_the_whole_batch(tmp_path, stage, sharded):
-    steps = ["--steps", "60", "--eval-every", "0"]
+    steps = ["--steps", "60", "--eval-every", "0", "--bucket-mb", "0.004"]  # (several buckets, and ZeRO rounds)
     _finish(_train(tmp_path / "one", *steps, "--batch-size", "12", stage=stage))
     two = _finish(_train(tmp_path / "two", *steps, "--batch-size", "6", *(["--zero"] if sharded else []), ranks=2,
                          stage=stage))
@@ -77,7 +77,7 @@ def test_nccl_ranks_on_the_emulated_cuda_device(tmp_path, stage, steps, sharded)
     """On cuda the gradients and parameters go through NCCL, in device memory: here the CUDA emulator's
     memory, each NCCL call answered over MPI (common/nccl_emulation.py). Same goal as above. (stage2's
     emulated GEMM runs a CUDA thread an OS thread: 3 steps take 40 s.)"""
-    flags = ["--steps", steps, "--eval-every", "0", "--device", "cuda"]
+    flags = ["--steps", steps, "--eval-every", "0", "--device", "cuda", "--bucket-mb", "0.004"]
     _finish(_train(tmp_path / "one", *flags, "--batch-size", "12", stage=stage, emulate=True))
     two = _finish(_train(tmp_path / "two", *flags, "--batch-size", "6", *(["--zero"] if sharded else []), ranks=2,
                          stage=stage, emulate=True))
@@ -145,11 +145,13 @@ def test_a_killed_rank_ends_the_job_and_resume_is_exact(tmp_path, sharded):
         np.testing.assert_array_equal(w2[k], w1[k], err_msg=k)
 
 
-def test_a_hung_rank_times_out_the_others(tmp_path):
+@pytest.mark.parametrize("device", ["cpu", "cuda"], ids=["mpi", "nccl-emulated"])
+def test_a_hung_rank_times_out_the_others(tmp_path, device):
     """A rank that stops answering (SIGSTOP) leaves the others waiting in a collective: they give
-    up after --ddp-timeout with an error that says so."""
+    up after --ddp-timeout with an error that says so (on cuda, waiting on NCCL's stream)."""
     job = _train(tmp_path / "hang", "--steps", "100000", "--eval-every", "0", "--batch-size", "6",
-                 "--ckpt-every", "10", "--ddp-timeout", "5", ranks=2)
+                 "--ckpt-every", "10", "--ddp-timeout", "5", "--device", device, ranks=2,
+                 stage="3" if device == "cuda" else "2", emulate=device == "cuda")
     output = _signal_rank_1(job, tmp_path / "hang", signal.SIGSTOP)
     assert job.returncode != 0
     assert "did not complete within 5 s" in output, output[-2000:]

@@ -10,7 +10,7 @@ to NCCL). Each rank holds a whole replica of the model:
   same order, and every rank's RNG stays equal to what a checkpoint saves.
 - Gradients: after backward, each rank's mean-loss gradients (each rank's loss weighted by its share
   of the targets that count: see target_weights) are summed across ranks in buckets
-  of about BUCKET_BYTES (one Allreduce each, fewer and larger messages than one a parameter) and
+  of about `bucket_bytes` (one Allreduce each, fewer and larger messages than one a parameter) and
   divided by the world size: the gradient of the global batch's mean loss.
 - With `zero`, the optimizer is sharded as ZeRO stage 1 (nanochat's DistAdamW/DistMuon): each
   parameter has one owner rank (sizes balanced); gradients are reduce-scattered so each rank gets
@@ -23,8 +23,9 @@ to NCCL). Each rank holds a whole replica of the model:
 - A collective that does not finish within `timeout` seconds (a rank hangs) ends the job with an
   error naming the step (MPI_Abort), instead of waiting forever; a rank that dies ends the job at
   once (mpiexec stops the others).
-- Gradients and parameters travel in flat buckets; the sharded ones pad each rank's part to the
-  longest (NCCL's reduce-scatter and all-gather take equal parts), at most one parameter's worth.
+- Gradients and parameters travel in flat buckets of about `bucket_bytes` (4 MiB), so that no step holds a
+  second copy of the model. ZeRO's go in rounds, each rank's next run of its own parameters, padded
+  to the longest run of the round (NCCL's reduce-scatter and all-gather take equal parts).
 """
 
 from __future__ import annotations
@@ -38,12 +39,20 @@ import numpy as np
 
 from .collectives import Mpi, Nccl, nccl_library
 
-BUCKET_BYTES = 4 << 20
+BUCKET_MB = 4.0  # torch DDP's bucket_cap_mb is 25; our ranks share a CPU's caches
 LAUNCHER_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "MPI_LOCALRANKID")
 
 
 class DistributedError(RuntimeError):
     pass
+
+
+def bucket_mb(text: str) -> float:
+    """The CLIs' --bucket-mb: a positive number of MiB."""
+    value = float(text)
+    if not value > 0:
+        raise ValueError(f"--bucket-mb must be positive, got {text}")
+    return value
 
 
 @dataclass
@@ -56,6 +65,7 @@ class World:
     net: Mpi | Nccl | None = None  # the gradients' and parameters' collectives: MPI, or NCCL on GPUs
     local_size: int = 1  # the ranks on this machine, sharing its cores (or GPUs)
     zero: bool = False  # shard the optimizer (ZeRO-1) instead of all-reducing every gradient
+    bucket_bytes: int = int(BUCKET_MB * 2**20)  # the size of one message of gradients or parameters
 
     @staticmethod
     def from_launcher(timeout: float = 60.0, device: str = "CPU") -> World:
@@ -77,12 +87,13 @@ class World:
         return World(comm.Get_rank(), comm.Get_size(), host, net, local.Get_size())
 
     @staticmethod
-    def start(stage: Any, ddp: bool, zero: bool = False, timeout: float = 60.0) -> World:
+    def start(stage: Any, ddp: bool, zero: bool = False, timeout: float = 60.0, bucket_mb: float = BUCKET_MB) -> World:
         """The CLIs' world: the launcher's with --ddp (each rank then takes its share of the cores),
         else a world of one. Call it after choosing the stage's device (Device.DEFAULT)."""
         device = getattr(getattr(stage, "Device", None), "DEFAULT", "CPU")
         world = World.from_launcher(timeout, device) if ddp else World()
         world.zero = zero
+        world.bucket_bytes = max(1, int(bucket_mb * 2**20))
         if world.size > 1:
             stage.Tensor.set_num_threads(world.threads_per_rank())
         return world
@@ -125,10 +136,10 @@ class World:
 
     def average_gradients(self, grads: list, step: int) -> list:
         """The gradients (None where a parameter has none) averaged over the ranks, as flat buckets
-        of about BUCKET_BYTES (one all-reduce each); set_gradients puts them back in place."""
+        of about bucket_bytes (one all-reduce each); set_gradients puts them back in place."""
         present = [g for g in grads if g is not None]
         what = f"the gradient all-reduce of step {step}"
-        return [self.net.all_reduce(_flat(bucket), what) / self.size for bucket in _buckets(present)]
+        return [self.net.all_reduce(_flat(bucket), what) / self.size for bucket in _buckets(present, self.bucket_bytes)]
 
     @staticmethod
     def set_gradients(params: list, flats: list, has_grad: tuple[bool, ...]) -> None:
@@ -154,43 +165,64 @@ class World:
             load[owner[i]] += params[i].numel()
         return owner
 
-    def _parts(self, params: list) -> tuple[list[list[int]], int]:
-        """The indices of the parameters each rank owns, and the longest rank's element count."""
+    def _rounds(self, params: list) -> list[list[list[int]]]:
+        """ZeRO's exchanges, in rounds of about bucket_bytes a rank, so that no step holds a second
+        copy of the whole model: rounds[k][r] are the indices of rank r's k-th run of its own
+        parameters (whole parameters, in order; empty when rank r has run out)."""
         owner = self.owners(params)
-        parts = [[i for i in range(len(params)) if owner[i] == r] for r in range(self.size)]
-        return parts, max(sum(params[i].numel() for i in part) for part in parts)
+        runs = []
+        for r in range(self.size):
+            chunks, current, size = [], [], 0
+            for i in (i for i in range(len(params)) if owner[i] == r):
+                current.append(i)
+                size += params[i].numel() * params[i].dtype.itemsize
+                if size >= self.bucket_bytes:
+                    chunks.append(current)
+                    current, size = [], 0
+            runs.append(chunks + ([current] if current else []))
+        return [[run[k] if k < len(run) else [] for run in runs] for k in range(max(map(len, runs)))]
 
-    def reduce_scatter_gradients(self, stage: Any, params: list, grads: list, grad_clip: float, step: int) -> Any:
-        """This rank's part of the gradients (of the parameters it owns, end to end), summed over the
-        ranks and averaged, then clipped by the norm of all the ranks' parts together."""
+    @staticmethod
+    def _padded(stage: Any, tensors: list, length: int, dtype: Any, device: str) -> list:
+        """The tensors flattened, cast to dtype and followed by zeros up to `length` elements in all."""
+        pad = length - sum(t.numel() for t in tensors)
+        zeros = [stage.Tensor.zeros(pad, dtype=dtype, device=device)] if pad else []
+        return [t.reshape(-1).cast(dtype) for t in tensors] + zeros
+
+    def reduce_scatter_gradients(self, stage: Any, params: list, grads: list, grad_clip: float, step: int) -> list:
+        """This rank's parts of the gradients (of the parameters it owns, a flat tensor a round), summed
+        over the ranks and averaged, then clipped by the norm of all the ranks' parts together."""
         T = stage.Tensor
-        parts, longest = self._parts(params)
         dtype, device = max((p.dtype for p in params), key=lambda d: d.itemsize), params[0].device
-        pieces = []  # every rank's gradients end to end, each rank's part padded to the longest
-        for part in parts:
-            pieces += [(grads[i] if grads[i] is not None else T.zeros(params[i].shape, dtype=dtype, device=device))
-                       .reshape(-1).cast(dtype) for i in part]
-            pad = longest - sum(params[i].numel() for i in part)
-            pieces += [T.zeros(pad, dtype=dtype, device=device)] if pad else []
-        mine = self.net.reduce_scatter(_flat(pieces), f"the gradient reduce-scatter of step {step}") / self.size
+        mine = []
+        for rnd in self._rounds(params):
+            longest = max(sum(params[i].numel() for i in part) for part in rnd)
+            pieces = []  # every rank's gradients end to end, each rank's part padded to the longest
+            for part in rnd:
+                pieces += self._padded(stage, [grads[i] if grads[i] is not None else
+                                               T.zeros(params[i].shape, dtype=dtype, device=device)
+                                               for i in part], longest, dtype, device)
+            mine.append(self.net.reduce_scatter(_flat(pieces), f"the gradient reduce-scatter of step {step}")
+                        / self.size)
         if grad_clip:  # the stage's clip_grad_norm_, on the norm of all the ranks' gradients together
-            square = mine.cast(stage.dtypes.float64).square().sum().item()
+            square = sum(m.cast(stage.dtypes.float64).square().sum().item() for m in mine)
             total = math.sqrt(self.allreduce_sum(np.array([square]), f"the gradient norm of step {step}")[0])
             coef = grad_clip / (total + 1e-6)
             if coef < 1:
-                mine = mine * coef
+                mine = [m * coef for m in mine]
         return mine
 
-    def set_own_gradients(self, params: list, mine: Any) -> None:
-        """The gradients of the parameters this rank owns, views of its part; None for the others,
+    def set_own_gradients(self, params: list, mine: list) -> None:
+        """The gradients of the parameters this rank owns, views of its parts; None for the others,
         so the optimizer steps its own alone."""
         for p in params:
             p.grad = None
-        start = 0
-        for i in self._parts(params)[0][self.rank]:
-            p = params[i]
-            p.grad = mine[start:start + p.numel()].reshape(p.shape).cast(p.dtype)
-            start += p.numel()
+        for rnd, part in zip(self._rounds(params), mine, strict=True):
+            start = 0
+            for i in rnd[self.rank]:
+                p = params[i]
+                p.grad = part[start:start + p.numel()].reshape(p.shape).cast(p.dtype)
+                start += p.numel()
 
     def own_buffers(self, params: list) -> None:
         """ZeRO, before the first step: every parameter a buffer of its own, so that the all-gather
@@ -204,24 +236,22 @@ class World:
         params[0].realize(*params[1:])
 
     def gather_parameters(self, stage: Any, params: list, step: int) -> None:
-        """Every rank's new values of the parameters it owns, to every rank (one all-gather)."""
-        T = stage.Tensor
-        parts, longest = self._parts(params)
+        """Every rank's new values of the parameters it owns, to every rank (an all-gather a round)."""
         dtype, device = max((p.dtype for p in params), key=lambda d: d.itemsize), params[0].device
-        own = [params[i].detach().reshape(-1).cast(dtype) for i in parts[self.rank]]
-        pad = longest - sum(params[i].numel() for i in parts[self.rank])
-        own += [T.zeros(pad, dtype=dtype, device=device)] if pad else []
-        whole = self.net.all_gather(_flat(own), f"the parameter all-gather of step {step}")
-        theirs = []
-        for r, part in enumerate(parts):
-            start = r * longest
-            for i in part:
-                p = params[i]
-                if r != self.rank:
-                    theirs.append(p.assign(whole[start:start + p.numel()].reshape(p.shape)))
-                start += p.numel()
-        if theirs:  # written now (stage3's assign is lazy): a jitted step's replay reads them as they are
-            theirs[0].realize(*theirs[1:])
+        for rnd in self._rounds(params):
+            longest = max(sum(params[i].numel() for i in part) for part in rnd)
+            own = self._padded(stage, [params[i].detach() for i in rnd[self.rank]], longest, dtype, device)
+            whole = self.net.all_gather(_flat(own), f"the parameter all-gather of step {step}")
+            theirs = []
+            for r, part in enumerate(rnd):
+                start = r * longest
+                for i in part:
+                    p = params[i]
+                    if r != self.rank:
+                        theirs.append(p.assign(whole[start:start + p.numel()].reshape(p.shape)))
+                    start += p.numel()
+            if theirs:  # written now (stage3's assign is lazy): the round's buffer is freed, and a jitted
+                theirs[0].realize(*theirs[1:])  # step's replay reads the new values where it captured them
 
     def _state_slots(self, opt: Any) -> tuple[list, list[int]]:
         """Every optimizer state buffer as (optimizer, slot, index), and the rank owning its parameter."""
@@ -305,8 +335,8 @@ def _flat(tensors: list) -> Any:
     return flat[0].cat(*flat[1:]) if len(flat) > 1 else flat[0].clone()
 
 
-def _buckets(grads: list) -> list[list]:
-    """The gradients in runs of about BUCKET_BYTES, each of one dtype."""
+def _buckets(grads: list, limit: int) -> list[list]:
+    """The gradients in runs of about `limit` bytes, each of one dtype."""
     out, current, size = [], [], 0
     for g in grads:
         if current and g.dtype != current[0].dtype:
@@ -314,7 +344,7 @@ def _buckets(grads: list) -> list[list]:
             current, size = [], 0
         current.append(g)
         size += g.numel() * g.dtype.itemsize
-        if size >= BUCKET_BYTES:
+        if size >= limit:
             out.append(current)
             current, size = [], 0
     return out + ([current] if current else [])

@@ -18,7 +18,7 @@ import numpy as np
 from ..data.files import cache_dir
 from ..stages import STAGES, load_stage
 from .checkpoint import load_checkpoint, load_model_weights
-from .distributed import World
+from .distributed import BUCKET_MB, World, bucket_mb
 from .loop import train
 from .sample import sample_task
 from .tasks import MODELS, make_task, task_from_meta
@@ -62,6 +62,8 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
                           "all-gather)")
     zoo.add_argument("--ddp-timeout", type=float, default=60.0,
                      help="seconds a rank waits for the others before it gives up with an error")
+    zoo.add_argument("--bucket-mb", type=bucket_mb, default=BUCKET_MB,
+                     help="with --ddp: MiB of gradients (or parameters) a collective carries at once")
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -84,7 +86,7 @@ def cmd_train(args: argparse.Namespace) -> int:
              "optimizer": args.optimizer, "seed": args.seed}
     cfg = dataclasses.replace(cfg, **{k: v for k, v in flags.items() if v is not None})
     out = Path(args.out) if args.out else cache_dir() / "runs" / f"{args.task}-stage{stage_number}"
-    world = World.start(stage, args.ddp, args.zero, args.ddp_timeout)
+    world = World.start(stage, args.ddp, args.zero, args.ddp_timeout, args.bucket_mb)
     if not world.is_main:
         train(task, stage, cfg, out, resume=args.resume, progress=False, world=world)
         return 0
