@@ -134,28 +134,12 @@ class World:
         rows = len(x) // self.size
         return x[self.rank * rows:(self.rank + 1) * rows], y[self.rank * rows:(self.rank + 1) * rows]
 
-    def average_gradients(self, grads: list, step: int) -> list:
-        """The gradients (None where a parameter has none) averaged over the ranks, as flat buckets
-        of about bucket_bytes (one all-reduce each); set_gradients puts them back in place."""
-        present = [g for g in grads if g is not None]
-        what = f"the gradient all-reduce of step {step}"
-        return [self.net.all_reduce(_flat(bucket), what) / self.size for bucket in _buckets(present, self.bucket_bytes)]
-
-    @staticmethod
-    def set_gradients(params: list, flats: list, has_grad: tuple[bool, ...]) -> None:
-        """Each parameter's gradient a view of the buckets average_gradients returned (has_grad: which
-        parameters had one)."""
-        k, start = 0, 0
-        for p, has in zip(params, has_grad, strict=True):
-            if not has:
-                p.grad = None
-                continue
-            if start == flats[k].numel():
-                k, start = k + 1, 0
-            p.grad = flats[k][start:start + p.numel()].reshape(p.shape)
-            start += p.numel()
-
-    # ---- ZeRO-1: each rank updates the parameters it owns ----
+    # ---- a step's exchange: pack (tensor ops), the collectives, unpack (tensor ops) ----
+    # Packing and unpacking are tensor ops alone, so a jitted step (stage3) captures and replays them:
+    # only the collectives run eagerly. All-reduce: buckets of gradients. ZeRO-1 (nanochat's
+    # DistAdamW/DistMuon): each parameter has an owner rank; the gradients are reduce-scattered so
+    # each rank gets the sums of its own, it steps those alone (a matrix stays whole, so Muon works
+    # too), and an all-gather hands every rank the others' new values.
 
     def owners(self, params: list) -> list[int]:
         """The rank that updates each parameter: largest first, to the least loaded rank."""
@@ -183,46 +167,95 @@ class World:
         return [[run[k] if k < len(run) else [] for run in runs] for k in range(max(map(len, runs)))]
 
     @staticmethod
-    def _padded(stage: Any, tensors: list, length: int, dtype: Any, device: str) -> list:
-        """The tensors flattened, cast to dtype and followed by zeros up to `length` elements in all."""
+    def _run(stage: Any, tensors: list, length: int, dtype: Any, device: str) -> list:
+        """The tensors flattened and cast to dtype, then zeros up to `length` elements in all."""
         pad = length - sum(t.numel() for t in tensors)
         zeros = [stage.Tensor.zeros(pad, dtype=dtype, device=device)] if pad else []
         return [t.reshape(-1).cast(dtype) for t in tensors] + zeros
 
-    def reduce_scatter_gradients(self, stage: Any, params: list, grads: list, grad_clip: float, step: int) -> list:
-        """This rank's parts of the gradients (of the parameters it owns, a flat tensor a round), summed
-        over the ranks and averaged, then clipped by the norm of all the ranks' parts together."""
-        T = stage.Tensor
-        dtype, device = max((p.dtype for p in params), key=lambda d: d.itemsize), params[0].device
-        mine = []
-        for rnd in self._rounds(params):
-            longest = max(sum(params[i].numel() for i in part) for part in rnd)
-            pieces = []  # every rank's gradients end to end, each rank's part padded to the longest
-            for part in rnd:
-                pieces += self._padded(stage, [grads[i] if grads[i] is not None else
-                                               T.zeros(params[i].shape, dtype=dtype, device=device)
-                                               for i in part], longest, dtype, device)
-            mine.append(self.net.reduce_scatter(_flat(pieces), f"the gradient reduce-scatter of step {step}")
-                        / self.size)
-        if grad_clip:  # the stage's clip_grad_norm_, on the norm of all the ranks' gradients together
-            square = sum(m.cast(stage.dtypes.float64).square().sum().item() for m in mine)
-            total = math.sqrt(self.allreduce_sum(np.array([square]), f"the gradient norm of step {step}")[0])
-            coef = grad_clip / (total + 1e-6)
-            if coef < 1:
-                mine = [m * coef for m in mine]
-        return mine
+    @staticmethod
+    def _longest(params: list, rnd: list[list[int]]) -> int:
+        return max(sum(params[i].numel() for i in part) for part in rnd)
 
-    def set_own_gradients(self, params: list, mine: list) -> None:
-        """The gradients of the parameters this rank owns, views of its parts; None for the others,
-        so the optimizer steps its own alone."""
+    def pack(self, stage: Any, params: list, grads: list) -> list:
+        """The gradients (None where a parameter has none) laid out for the exchange: all-reduce,
+        flat buckets of about bucket_bytes of the present ones; ZeRO, a flat tensor a round."""
+        if self.zero:  # every rank's run end to end, each padded to the round's longest (NCCL takes equal parts)
+            T = stage.Tensor
+            dtype, device = max((p.dtype for p in params), key=lambda d: d.itemsize), params[0].device
+            return [_flat([piece for part in rnd for piece in self._run(
+                stage, [grads[i] if grads[i] is not None else T.zeros(params[i].shape, dtype=dtype, device=device)
+                        for i in part], self._longest(params, rnd), dtype, device)])
+                for rnd in self._rounds(params)]
+        return [_flat(bucket) for bucket in _buckets([g for g in grads if g is not None], self.bucket_bytes)]
+
+    def exchange(self, packed: list, step: int) -> list:
+        """Summed over the ranks: all-reduce, each bucket whole; ZeRO, this rank's part of each round."""
+        if self.zero:
+            return [self.net.reduce_scatter(t, f"the gradient reduce-scatter of step {step}") for t in packed]
+        return [self.net.all_reduce(t, f"the gradient all-reduce of step {step}") for t in packed]
+
+    def square_norm(self, stage: Any, received: list) -> Any:
+        """ZeRO: the float64 sum of squares of this rank's averaged gradients (clip_scale adds the others')."""
+        squares = [(r / self.size).cast(stage.dtypes.float64).square().sum() for r in received]
+        return squares[0].stack(*squares[1:]).sum() if len(squares) > 1 else squares[0]
+
+    def clip_scale(self, stage: Any, square: float, grad_clip: float, step: int) -> Any:
+        """ZeRO: the factor on every gradient, as the stage's clip_grad_norm_ over all the ranks' parts:
+        max_norm / (norm + 1e-6) when below 1, else 1 (x * 1.0 is x)."""
+        coef = 1.0
+        if grad_clip:
+            total = math.sqrt(self.allreduce_sum(np.array([square]), f"the gradient norm of step {step}")[0])
+            coef = min(grad_clip / (total + 1e-6), 1.0)
+        return stage.Tensor(np.array([coef], np.float32))
+
+    def unpack(self, params: list, received: list, has_grad: tuple[bool, ...], scale: Any = None) -> None:
+        """Each parameter's gradient from what exchange received, divided by the number of ranks (and
+        times ZeRO's clip scale). All-reduce: every parameter that had one (has_grad); ZeRO: the
+        parameters this rank owns, the others None, so the optimizer steps its own alone."""
         for p in params:
             p.grad = None
-        for rnd, part in zip(self._rounds(params), mine, strict=True):
-            start = 0
-            for i in rnd[self.rank]:
-                p = params[i]
-                p.grad = part[start:start + p.numel()].reshape(p.shape).cast(p.dtype)
+        if self.zero:
+            for rnd, part in zip(self._rounds(params), received, strict=True):
+                start = 0
+                for i in rnd[self.rank]:
+                    p = params[i]
+                    p.grad = ((part[start:start + p.numel()] / self.size) * scale).reshape(p.shape).cast(p.dtype)
+                    start += p.numel()
+            return
+        k, start = 0, 0
+        for p, has in zip(params, has_grad, strict=True):
+            if has:
+                if start == received[k].numel():
+                    k, start = k + 1, 0
+                p.grad = (received[k][start:start + p.numel()] / self.size).reshape(p.shape)
                 start += p.numel()
+
+    def pack_own(self, stage: Any, params: list) -> list:
+        """ZeRO, after the update: this rank's new parameter values, its part of each round."""
+        dtype, device = max((p.dtype for p in params), key=lambda d: d.itemsize), params[0].device
+        return [_flat(self._run(stage, [params[i].detach() for i in rnd[self.rank]], self._longest(params, rnd),
+                                dtype, device)) for rnd in self._rounds(params)]
+
+    def gather(self, packed: list, step: int) -> list:
+        """ZeRO: every rank's part of each round, laid end to end (the round's new values, whole)."""
+        return [self.net.all_gather(t, f"the parameter all-gather of step {step}") for t in packed]
+
+    def take_gathered(self, params: list, gathered: list) -> None:
+        """ZeRO: the other ranks' parameters take their new values from the all-gathered rounds (in
+        place: assign)."""
+        theirs = []
+        for rnd, whole in zip(self._rounds(params), gathered, strict=True):
+            longest = whole.numel() // self.size
+            for r, part in enumerate(rnd):
+                start = r * longest
+                for i in part:
+                    p = params[i]
+                    if r != self.rank:
+                        theirs.append(p.assign(whole[start:start + p.numel()].reshape(p.shape)))
+                    start += p.numel()
+        if theirs:  # written now (stage3's assign is lazy; a jitted step must realize its assigns)
+            theirs[0].realize(*theirs[1:])
 
     def own_buffers(self, params: list) -> None:
         """ZeRO, before the first step: every parameter a buffer of its own, so that the all-gather
@@ -234,24 +267,6 @@ class World:
         for p in params:
             p.assign(p.clone())
         params[0].realize(*params[1:])
-
-    def gather_parameters(self, stage: Any, params: list, step: int) -> None:
-        """Every rank's new values of the parameters it owns, to every rank (an all-gather a round)."""
-        dtype, device = max((p.dtype for p in params), key=lambda d: d.itemsize), params[0].device
-        for rnd in self._rounds(params):
-            longest = max(sum(params[i].numel() for i in part) for part in rnd)
-            own = self._padded(stage, [params[i].detach() for i in rnd[self.rank]], longest, dtype, device)
-            whole = self.net.all_gather(_flat(own), f"the parameter all-gather of step {step}")
-            theirs = []
-            for r, part in enumerate(rnd):
-                start = r * longest
-                for i in part:
-                    p = params[i]
-                    if r != self.rank:
-                        theirs.append(p.assign(whole[start:start + p.numel()].reshape(p.shape)))
-                    start += p.numel()
-            if theirs:  # written now (stage3's assign is lazy): the round's buffer is freed, and a jitted
-                theirs[0].realize(*theirs[1:])  # step's replay reads the new values where it captured them
 
     def _state_slots(self, opt: Any) -> tuple[list, list[int]]:
         """Every optimizer state buffer as (optimizer, slot, index), and the rank owning its parameter."""

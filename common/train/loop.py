@@ -89,9 +89,10 @@ def step_function(stage: ModuleType, model: Any, opt: Any, cfg: TrainConfig, wor
 
     On a stage with a JIT (stage3's TinyJit) a single process's step is jitted: from the third step
     on, its kernels replay without building or scheduling the graph (set JIT=0 to run it eagerly).
-    A data-parallel step is two jitted halves around the exchange, which runs eagerly (a replay
-    would skip it): the backward, returning the gradients, and the update, taking the averaged ones
-    (with ZeRO, this rank's part; the all-gather of the parameters follows)."""
+    A data-parallel step jits everything but the collectives, which run eagerly between the jitted
+    parts (a replay would skip them): the backward, returning the gradients packed for the exchange;
+    the update from the exchanged ones; with ZeRO also the clip's norm before the update and the
+    other ranks' new parameters taken from the all-gather after it."""
     T = stage.Tensor
     world = world or World()
     count = [0]
@@ -120,31 +121,41 @@ def step_function(stage: ModuleType, model: Any, opt: Any, cfg: TrainConfig, wor
 
         return jitted(stage, step)
 
-    def local(batches, weights):  # this rank's losses and gradients
+    has_grad: list[bool] = []  # which parameters the backward gave a gradient (the same every step)
+
+    def local(batches, weights):  # this rank's losses and its gradients, packed for the exchange
         losses = backward(batches, weights)
         grads = [p.grad for p in opt.params]
+        has_grad[:] = [g is not None for g in grads]
         opt.zero_grad()
-        return losses, grads
+        return losses, world.pack(stage, opt.params, grads)
 
-    def apply(flats, has_grad):  # the averaged gradients (buckets) in place, then the update
-        world.set_gradients(opt.params, flats, has_grad)
-        update()
-
-    def apply_own(mine):  # ZeRO: this rank's part of the gradients (already clipped), its parameters' update
-        world.set_own_gradients(opt.params, mine)
-        opt.step()
+    def apply(received, scale):  # the exchanged gradients in place, the update; ZeRO: this rank's new values
+        world.unpack(opt.params, received, tuple(has_grad), scale)
+        if not world.zero:
+            update()
+            return None
+        opt.step()  # (its own parameters only; already clipped by scale)
         opt.zero_grad()
+        return world.pack_own(stage, opt.params)
 
-    local, apply, apply_own = jitted(stage, local), jitted(stage, apply), jitted(stage, apply_own)
+    def square(received):
+        return world.square_norm(stage, received)
+
+    def take(gathered):
+        world.take_gathered(opt.params, gathered)
+
+    local, apply, square, take = (jitted(stage, f) for f in (local, apply, square, take))
 
     def step(batches, weights):
         count[0] += 1
-        losses, grads = local(batches, T(np.array(weights, np.float32)))
-        if world.zero:
-            apply_own(world.reduce_scatter_gradients(stage, opt.params, grads, cfg.grad_clip, count[0]))
-            world.gather_parameters(stage, opt.params, count[0])
-        else:
-            apply(world.average_gradients(grads, count[0]), tuple(g is not None for g in grads))
+        losses, packed = local(batches, T(np.array(weights, np.float32)))
+        received = world.exchange(packed, count[0])
+        if not world.zero:
+            apply(received, None)
+            return losses
+        scale = world.clip_scale(stage, square(received).item() if cfg.grad_clip else 0.0, cfg.grad_clip, count[0])
+        take(world.gather(apply(received, scale), count[0]))
         return losses
 
     return step
