@@ -86,7 +86,7 @@ class Mpi:
     # ---- the stage's tensors, through the numpy door ----
 
     def all_reduce(self, t: Any, what: str) -> Any:
-        buf = np.array(t.numpy(), copy=True)  # (a fresh, writable host array for MPI to sum into)
+        buf = np.require(t.numpy(), requirements=["C", "W"])  # (a writable host array for MPI to sum into)
         return type(t)(self.allreduce_sum(buf, what), dtype=t.dtype, device=t.device)
 
     def reduce_scatter(self, t: Any, what: str) -> Any:
@@ -132,7 +132,10 @@ class Nccl:
         event = self.lib.record()
 
         def done() -> bool:
-            self.comm.check_async_error()  # a peer NCCL saw fail: raise now rather than wait out the deadline
+            try:
+                self.comm.check_async_error()  # NCCL saw a peer fail: end the job now, not at the deadline
+            except Exception as e:  # (CuPy's NcclError)
+                self.host.abort(f"{what} failed in NCCL ({type(e).__name__}: {e})")
             return event.done
 
         self.host.wait(done, what)
