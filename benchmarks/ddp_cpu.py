@@ -47,7 +47,7 @@ def run(label: str, out: Path, stage: int, steps: int, ranks: int, *flags: str, 
         if re.match(r"(  data-parallel|final train loss|data-parallel:|ZeRO-1:)", line):
             print(line, flush=True)
         found = re.match(r"final train loss .*\(([\d.]+)s\)", line)
-        if found and ranks == 1:  # (the CLI's data-parallel figure, for one rank: the same rows over the same loop time)
+        if found and ranks == 1:  # (as the CLI's data-parallel figure: the rows over the loop's time)
             print(f"one rank: {12 * 64 * steps / float(found.group(1)):.0f} tokens/s", flush=True)
     return out
 

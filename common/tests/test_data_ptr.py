@@ -17,8 +17,9 @@ from common.stages import STAGES
 def test_data_ptr_addresses_the_first_element(name):
     T = importlib.import_module(name).Tensor
     x = T(np.arange(12, dtype=np.float32)).reshape(3, 4)
-    for t, want in [(x, np.arange(12)), (x[1:].contiguous(), np.arange(4, 12)), ((x + 1).contiguous(), np.arange(1, 13)),
-                    (x.permute(1, 0).contiguous(), np.arange(12).reshape(3, 4).T.ravel())]:
+    cases = [(x, np.arange(12)), (x[1:].contiguous(), np.arange(4, 12)), ((x + 1).contiguous(), np.arange(1, 13)),
+             (x.permute(1, 0).contiguous(), np.arange(12).reshape(3, 4).T.ravel())]
+    for t, want in cases:
         seen = np.frombuffer((ctypes.c_float * t.numel()).from_address(t.data_ptr()), np.float32)
         np.testing.assert_array_equal(seen, want.astype(np.float32))
 
