@@ -130,8 +130,9 @@ def _signal_rank_1(job: subprocess.Popen, out: Path, sig: int) -> str:
 
 @pytest.mark.parametrize("sharded", [False, True], ids=["allreduce", "zero"])
 def test_a_killed_rank_ends_the_job_and_resume_is_exact(tmp_path, sharded):
-    """(Sharded, the checkpoint holds the optimizer state every owner sent rank 0.)"""
-    run = ["--steps", "300", "--eval-every", "0", "--ckpt-every", "10", "--batch-size", "6",
+    """(Sharded, the checkpoint holds the optimizer state every owner sent rank 0. With dropout, so
+    that each rank's own stream of random numbers must resume where it was too.)"""
+    run = ["--steps", "300", "--eval-every", "0", "--ckpt-every", "10", "--batch-size", "6", "--set", "dropout=0.1",
            *(["--zero"] if sharded else [])]
     _finish(_train(tmp_path / "whole", *run, ranks=2))
     job = _train(tmp_path / "cut", *run, ranks=2)
@@ -179,3 +180,20 @@ def test_nanochat_pipeline_on_two_ranks_with_a_sharded_muon(tmp_path):
         one = load_checkpoint(tmp_path / "one" / phase / "ckpt.safetensors")
         two = load_checkpoint(tmp_path / "two" / phase / "ckpt.safetensors")
         np.testing.assert_allclose(two.train_losses, one.train_losses, rtol=1e-5, err_msg=phase)
+
+
+def test_each_rank_draws_its_own_random_numbers():
+    """seed_rank: rank 0 keeps one rank's stream (so its checkpoint serves every rank's resume), the
+    others draw their own (dropout masks), from the same counter."""
+    import stage2_autograd as stage
+    from common.train.checkpoint import stage_random
+    from common.train.distributed import World
+
+    draws = []
+    for rank in (None, 0, 1):
+        stage.Tensor.manual_seed(7)
+        if rank is not None:
+            World(rank=rank, size=2).seed_rank(stage_random(stage))
+        draws.append(stage.Tensor.rand(16).numpy())
+    np.testing.assert_array_equal(draws[1], draws[0])
+    assert not np.allclose(draws[2], draws[0])

@@ -20,6 +20,8 @@ to NCCL). Each rank holds a whole replica of the model:
   so it holds about 1/size of it; before a checkpoint the owners send theirs to rank 0, which writes
   the whole state and frees the others' again.
 - Rank 0 alone logs, evaluates and writes checkpoints; every rank resumes from them.
+- The model is built from one seed on every rank (the same initial weights); then each rank's stream
+  of the stage's random numbers (dropout) is its own (seed_rank).
 - A collective that does not finish within `timeout` seconds (a rank hangs) ends the job with an
   error naming the step (MPI_Abort), instead of waiting forever; a rank that dies ends the job at
   once (mpiexec stops the others).
@@ -316,6 +318,13 @@ class World:
                 values = recv[start:start + sizes[k]].reshape(sub.params[j].shape)
                 sub.state[slot][j] = stage.Tensor(values, dtype=buf.dtype, device=buf.device)
             start += sizes[k]
+
+    def seed_rank(self, random_state: Any) -> None:
+        """Each rank its own stream of the stage's random numbers (dropout), as nanoGPT's seed_offset:
+        the seed mixed with the rank, the counter kept. Rank 0 keeps the seed, so its checkpoint holds
+        the seed every rank derives its own from again on --resume, and every rank's draws advance the
+        counter alike (the same ops on the same shapes), so a resumed run draws what it would have."""
+        random_state.seed = (random_state.seed + self.rank * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
 
     def target_weights(self, ys: list[np.ndarray]) -> list[float]:
         """For each micro-batch, this rank's weight on its mean loss: size x (its targets / all ranks'

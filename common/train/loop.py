@@ -29,6 +29,7 @@ from .checkpoint import (
     load_optimizer_state,
     restore_rngs,
     save_checkpoint,
+    stage_random,
 )
 from .curves import save_loss_curve
 from .distributed import World
@@ -213,6 +214,7 @@ def train(task: Task, stage: ModuleType, cfg: TrainConfig, out: str | Path | Non
         val_history = [tuple(v) for v in state.meta.get("val_history", [])]
         log(f"resumed from {ckpt} at step {start}")
     world.check_same_parameters(opt.params)
+    world.seed_rank(stage_random(stage))  # (each rank its own dropout; rank 0's stream is one rank's)
     world.own_buffers(opt.params)  # (ZeRO: the all-gather writes every parameter in place)
     world.drop_foreign_state(stage, opt)  # (ZeRO: each rank keeps the optimizer state of its own parameters)
     began = time.perf_counter()
