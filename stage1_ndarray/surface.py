@@ -29,6 +29,7 @@ _INTEGRAL = {"float32": 2.0**23, "float64": 2.0**52}  # 2^(p-1): every float thi
 _HUGE = {"float32": 2.0**12, "float64": 2.0**26}  # where 1 + x^2 rounds to x^2
 _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
+_LN2 = math.log(2.0)
 
 
 def _shape(args: tuple) -> tuple:
@@ -215,11 +216,12 @@ class SurfaceMixin(TensorCore):
         n = _terms(x.dtype, 7, 10)
         series = s * (s * s)._series([1.0 / math.factorial(2 * k + 1) for k in range(n)])
         big = x._safe(~small, 1.0)
-        return small.where(series, big.exp() * 0.5 - (-big).exp() * 0.5)
+        return small.where(series, (big - _LN2).exp() - (-big - _LN2).exp())
 
     def cosh(self) -> Self:
+        """e^(x - ln2) + e^(-x - ln2): e^x / 2 would overflow first, where cosh(89) is a finite float32."""
         x = self._floated("cosh")
-        return x.exp() * 0.5 + (-x).exp() * 0.5
+        return (x - _LN2).exp() + (-x - _LN2).exp()
 
     def atanh(self) -> Self:
         """atanh(|x|) = log1p(2|x| / (1 - |x|)) / 2, odd: a log1p of a positive argument."""

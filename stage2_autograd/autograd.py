@@ -153,6 +153,7 @@ RULES = {
     # promoted composites (see reduce.py for why): the chain rule through max/exp/sum, fused
     Ops.SOFTMAX: (lambda g, out, x, axis: out * (g - (g * out).sum(axis, keepdim=True)),),
     Ops.LOG_SOFTMAX: (lambda g, out, x, axis: g - out.exp() * g.sum(axis, keepdim=True),),
+    Ops.SIGMOID: (lambda g, out, x: g * out * (1 - out),),  # finite where e^-x overflows (elementwise.py)
     # movement
     Ops.RESHAPE: (lambda g, out, x: g.reshape(x.shape),),
     Ops.PERMUTE: (lambda g, out, x, order: g.permute(_argsort(order)),),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Self
 
-from .autograd import record
+from .autograd import no_grad, record
 from .ckernels import ffi, int64s
 from .device import check, check_same
 from .dtype import dtypes, float_of, promote, scalar_dtype
@@ -245,7 +245,12 @@ class ElementwiseMixin(TensorCore):
         return self._unary(Ops.ERF, "erf")
 
     def sigmoid(self) -> Self:
-        return (1 + (-self.cast(float_of(self.dtype))).exp()).reciprocal()
+        """1 / (1 + e^-x), recorded as one op: its rule s (1 - s) is finite everywhere, where the
+        chain rule through the formula is inf / inf once e^-x overflows (x < -88 in float32)."""
+        x = self.cast(float_of(self.dtype))
+        with no_grad():
+            out = (1 + (-x).exp()).reciprocal()
+        return record(out, Ops.SIGMOID, (x,))
 
     def relu(self) -> Self:
         return self.maximum(0)

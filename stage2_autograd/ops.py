@@ -68,12 +68,14 @@ class Ops(IntEnum):
     CONTIGUOUS = auto()
     # linear algebra: the GEMM ladder and gemm.c
     MATMUL = auto()
-    # autograd: a derivative kernel, a move between devices, and the two composites promoted to
-    # primitives with a rule of their own (reduce.py says why)
+    # autograd: a derivative kernel, a move between devices, the two composites promoted to
+    # primitives with a rule of their own (reduce.py says why), and sigmoid, whose rule s (1 - s)
+    # stays finite where the chain rule through 1 / (1 + e^-x) gives inf / inf (elementwise.py)
     GELU_GRAD = auto()
     COPY = auto()
     SOFTMAX = auto()
     LOG_SOFTMAX = auto()
+    SIGMOID = auto()
 
 
 UNARY = frozenset({Ops.NEG, Ops.RECIP, Ops.SQRT, Ops.EXP, Ops.LOG, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.COS,

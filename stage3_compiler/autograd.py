@@ -9,11 +9,15 @@ conv2d, attention, the losses) record nothing themselves: their gradients come f
 primitives they are written on. stage2 promoted softmax and log_softmax to primitives with a
 rule of their own, for speed; here they are composites again, as the fusion does what that did.
 
-gelu is the one composite with a rule of its own, for speed: its forward is the
-erfc formula of transcendental.py on primitives (nothing recorded inside it), and its rule is the
-derivative written out, Phi(x) + x phi(x), on primitives too. Differentiating the formula op by op
-gave a backward kernel of about 270 ops an element, 5.3 ms a layer of the nanoGPT CPU step (one
-fifth of all kernel time); the written-out derivative is about as cheap as the forward.
+The API's unary float ops that the IR lacks (exp, log, cos, tanh, erf, sigmoid, gelu) are formulas of
+transcendental.py on primitives, recorded as one op of their own (nothing recorded inside them), with
+the same rules as stage2's ops of those names. Differentiating a formula op by op would be wrong and
+slow. Wrong: a formula picks between branches with `where`, and the branch it discards still gets
+0 * inf back where that branch overflows; tanh's e^t - 1 divides by log(e^t), which is 0 for tiny t,
+so tanh'(1e-9) came out NaN (nanochat's soft-capped logits are that small after its zero-initialized
+head, and its training stopped at NaN), and sigmoid'(-100) was inf / inf. Slow: gelu's erfc formula
+differentiated op by op was a backward kernel of about 270 ops an element, 5.3 ms a layer of the
+nanoGPT CPU step; its written-out derivative, Phi(x) + x phi(x), is about as cheap as the forward.
 
 `backward()` orders the graph with an iterative depth-first search (no recursion limit, the same
 order every run), then walks it from the output back, calling one rule per parent that needs a
@@ -99,7 +103,14 @@ RULES = {
     Ops.EXP2: (lambda g, out, x: g * out * LN2,),
     Ops.LOG2: (lambda g, out, x: g / (x * LN2),),
     Ops.SIN: (lambda g, out, x: g * x.cos(),),
-    Ops.GELU: (lambda g, out, x: g * tm.gelu_grad(x),),  # a composite's own rule: see the docstring
+    # the composites' own rules (see the docstring)
+    Ops.EXP: (lambda g, out, x: g * out,),
+    Ops.LOG: (lambda g, out, x: g / x,),
+    Ops.COS: (lambda g, out, x: -g * x.sin(),),
+    Ops.TANH: (lambda g, out, x: g * tm.tanh_grad(x),),  # from x: 1 - out^2 loses out's rounding near +-1
+    Ops.ERF: (lambda g, out, x: g * (2 / math.sqrt(math.pi)) * (-x * x).exp(),),
+    Ops.SIGMOID: (lambda g, out, x: g * out * (1 - out),),
+    Ops.GELU: (lambda g, out, x: g * tm.gelu_grad(x),),
     Ops.CAST: (lambda g, out, x: g.cast(x.dtype),),
     Ops.CONTIGUOUS: (lambda g, out, x: g,),
     Ops.COPY: (lambda g, out, x: g.to(x.device),),

@@ -20,8 +20,10 @@ from .hooks import TensorCore
 from .ops import FLOAT_ONLY, IR_ELEMENTWISE, Ops
 from .shape import broadcast_shapes
 
-# The API's float ops that the IR does not have, as formulas on it.
-COMPOSITE_UNARY = {Ops.EXP: tm.exp, Ops.LOG: tm.log, Ops.COS: tm.cos, Ops.TANH: tm.tanh, Ops.ERF: tm.erf}
+# The API's float ops that the IR does not have, as formulas on it. Each is differentiated by its
+# own rule, as stage2's op of the same name, not through the formula (autograd.py says why).
+COMPOSITE_UNARY = {Ops.EXP: tm.exp, Ops.LOG: tm.log, Ops.COS: tm.cos, Ops.TANH: tm.tanh, Ops.ERF: tm.erf,
+                   Ops.GELU: tm.gelu, Ops.SIGMOID: tm.sigmoid}
 
 Operand = TensorCore | bool | int | float
 
@@ -35,12 +37,10 @@ class ElementwiseMixin(TensorCore):
             raise TypeError(f"{name}: not supported for bool tensors of shape {self.shape}")
         if x.dtype.is_float and op is Ops.NOT:
             raise TypeError(f"{name}: expected a bool or int tensor, got {x.dtype.name}")
-        if op is Ops.GELU:  # the one composite with a derivative rule of its own (autograd.py says why)
+        if op in COMPOSITE_UNARY:  # a formula recorded as one op, with its own rule (autograd.py says why)
             with no_grad():
-                out = tm.gelu(x)
-            return record(out, Ops.GELU, (x,))
-        if op in COMPOSITE_UNARY:
-            return COMPOSITE_UNARY[op](x)
+                out = COMPOSITE_UNARY[op](x)
+            return record(out, op, (x,))
         if op is Ops.NOT:  # bool: x == False; ints: every bit flipped
             return x._binary(Ops.CMPEQ, name, False) if x.dtype is dtypes.bool else x._binary(Ops.XOR, name, -1)
         if op is Ops.ABS:
@@ -271,7 +271,9 @@ class ElementwiseMixin(TensorCore):
         return self._unary(Ops.ERF, "erf")
 
     def sigmoid(self) -> Self:
-        return (1 + (-self.cast(float_of(self.dtype))).exp()).reciprocal()
+        """1 / (1 + e^-x), recorded as one op: its rule s (1 - s) is finite everywhere, where the
+        chain rule through the formula is inf / inf once e^-x overflows (x < -88 in float32)."""
+        return self._unary(Ops.SIGMOID, "sigmoid")
 
     def relu(self) -> Self:
         return self.maximum(0)

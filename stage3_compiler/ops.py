@@ -67,12 +67,14 @@ class Ops(IntEnum):
     CONTIGUOUS = auto()
     # linear algebra: the GEMM ladder and gemm.c
     MATMUL = auto()
-    # autograd: a derivative kernel, a move between devices, and the two composites promoted to
-    # primitives with a rule of their own (reduce.py says why)
+    # autograd: a derivative kernel, a move between devices, the two composites promoted to
+    # primitives with a rule of their own (reduce.py says why), and sigmoid, whose rule s (1 - s)
+    # stays finite where the chain rule through 1 / (1 + e^-x) gives inf / inf (elementwise.py)
     GELU_GRAD = auto()
     COPY = auto()
     SOFTMAX = auto()
     LOG_SOFTMAX = auto()
+    SIGMOID = auto()
     # the compiler's memory ops: a realized buffer, a constant, and a kernel's reads and writes
     BUFFER = auto()
     CONST = auto()
@@ -86,7 +88,7 @@ BINARY = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.DIV, Ops.POW, Ops.MAX, Ops.MI
                     Ops.CMPEQ, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR, Ops.GELU_GRAD})
 COMPARE = frozenset({Ops.CMPLT, Ops.CMPLE, Ops.CMPEQ, Ops.CMPNE})  # binary ops that write bool
 FLOAT_ONLY = frozenset({Ops.RECIP, Ops.SQRT, Ops.EXP, Ops.LOG, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.COS, Ops.TANH,
-                        Ops.ERF, Ops.GELU})  # unary ops an int input is cast to float for
+                        Ops.ERF, Ops.GELU, Ops.SIGMOID})  # unary ops an int input is cast to float for
 REDUCE = frozenset({Ops.REDUCE_ADD, Ops.REDUCE_MUL, Ops.REDUCE_MAX, Ops.REDUCE_MIN})
 ARG = frozenset({Ops.ARGMAX, Ops.ARGMIN})
 MOVEMENT = frozenset({Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.SHRINK, Ops.FLIP, Ops.PAD, Ops.CAT, Ops.INDEX})

@@ -229,10 +229,10 @@ def test_init_zero_head_uniform_logits(stage2):
     assert "rotary" not in str(sorted(stage2.nn.state.get_state_dict(model)))  # tables are not weights
 
 
-def train_steps(stage, steps=6):
+def train_steps(stage, steps=6, weights=None):
     T = stage.Tensor
     T.manual_seed(0)
-    model = NanoChat(stage, CFG)
+    model = NanoChat(stage, CFG) if weights is None else build(stage, weights=weights)
     opt = model.optimizers(stage)
     rng = np.random.default_rng(8)
     data = rng.integers(0, CFG.vocab_size, (2, CFG.sequence_len + 1))
@@ -258,6 +258,18 @@ def test_muon_adamw_lower_the_loss_stage2(stage2):
 def test_muon_adamw_lower_the_loss_stage3(stage2, stage3):
     losses = train_steps(stage3)
     np.testing.assert_allclose(losses, train_steps(stage2), rtol=1e-4)  # the same run as stage2's
+
+
+def test_tiny_logits_train_on_stage3_as_on_stage2(stage2, stage3):
+    """The head a zero init leaves after its first small updates: logits of 1e-7 and less, where the
+    soft-cap's tanh is about the identity. stage3 once differentiated tanh through its formula,
+    whose e^t - 1 divides by log(e^t) = 0 at tiny t: the logits' gradient was NaN and
+    `sitp nanochat --stage 3` stopped at step 2. Now the same steps give stage2's losses."""
+    weights = random_state(CFG, 3)
+    weights["lm_head.weight"] = weights["lm_head.weight"] * np.float32(1e-6)
+    losses = train_steps(stage3, steps=3, weights=weights)
+    assert all(math.isfinite(v) for v in losses), losses
+    np.testing.assert_allclose(losses, train_steps(stage2, steps=3, weights=weights), rtol=1e-4)
 
 
 def test_optimizer_groups_and_lrs(stage2):
