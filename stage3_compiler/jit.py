@@ -15,15 +15,29 @@ answer):
 - Tensors passed as arguments are inputs: their buffers are swapped in. A call whose tensors differ
   in shape, dtype or device from the capture's, or whose other arguments differ in value, is refused,
   naming the argument.
-- State the function keeps (parameters, optimizer moments, the learning rate) must be updated with
-  `assign`, which writes the tensor's own buffer in place: a replay writes it again. A tensor made
-  inside the call that is still alive after it (state kept by rebinding a Python name) would not
-  be updated by a replay, so the capture refuses it; so does a buffer of earlier state that the
-  call dropped.
+- State the function keeps (parameters, optimizer moments, the learning rate, BatchNorm's running
+  statistics) must be updated with `assign`, which writes the tensor's own buffer in place: a replay
+  writes it again. Every assign the call makes is realized before it returns, as a replay runs it.
+  A tensor made inside the call that is still alive after it (state kept by rebinding a Python
+  name) would not be updated by a replay, so the capture refuses it; so does a buffer of earlier
+  state that the call dropped.
+- State read from outside the arguments (a closure, a model's attribute) is read from the buffer
+  the capture saw. Before each replay every tensor that held such a buffer at the capture must
+  still hold it: one rebound since (`st["w"] = Tensor(...)`, or to an unrealized graph
+  `w = w * 2`), or dropped, raises, naming it; an assign made between calls and not realized yet
+  is realized first, into that buffer.
+- Views as arguments: a reshape of a whole buffer is swapped in as it is; a strided view (a slice
+  with an offset or steps, a transpose) or a constant is copied into a buffer of its own first,
+  and the function gets the copy.
+- `@TinyJit` on a method gives each instance its own capture.
 - Data uploaded from Python inside the function (`Tensor(list)`) and values read back to Python
   (`.item()`, `.numpy()`) would be frozen at the capture: refused, naming the line.
 - Random numbers are drawn again on every replay, from the stream's current counter, so a jitted
   step draws exactly what the eager one would.
+
+What stays inherent to a tracing JIT: Python values read from outside the arguments (a global
+float, a flag, the length of a list) are frozen at the capture, since a replay runs no Python.
+Pass them as arguments (a changed value is refused) or keep them in tensors updated with assign.
 
 The returned tensors are realized and detached; a replay returns new buffers each call, so a loss
 kept from an earlier call keeps its value. The buffers that live only inside one call share memory
@@ -35,6 +49,7 @@ from __future__ import annotations
 import functools
 import gc
 import time
+import types
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,13 +67,14 @@ class Capture:
     can be told from the ones something still holds."""
 
     # ("kernel", device, fn, kernel, [ref]) | ("random" | "iota", kernels, ref, n, dtype)
-    # | ("check", fail, ref, high, dtype)
+    # | ("check", fail, low ref, high, dtype, top ref)
     steps: list[tuple] = field(default_factory=list)
     made: dict[weakref.ref, tuple[int, type]] = field(default_factory=dict)  # allocated in the call: nbytes, class
     what: dict[weakref.ref, str] = field(default_factory=dict)  # what each of those holds, for errors
     uploads: dict[weakref.ref, str] = field(default_factory=dict)  # copied in from Python in the call: its line
     readback: str | None = None  # the line of the first value read back to Python
     assigns: list[weakref.ref] = field(default_factory=list)  # the in-place writes the call asked for
+    rebound: list[weakref.ref] = field(default_factory=list)  # tensors an assign pointed at new values
     ops: int = 0  # GlobalCounters' sums over the kernels
     mem: int = 0
 
@@ -101,24 +117,9 @@ def note_readback() -> None:
     cap.readback = cap.readback or user_line()
 
 
-def check_range(t, high: int, fail) -> None:
-    """Raise fail(lowest, highest) unless every value of the int tensor t lies in [0, high): the
-    bounds check of an index (getitem, cross-entropy's labels), which must read the values back.
-    Inside a capture the check is recorded as a step of its own: a replay runs it again on the
-    call's values, right after the kernel that computes their range and before any kernel indexes
-    with them, so a jitted step refuses a bad index as the eager one does (fail must hold plain
-    values, not tensors)."""
-    if not t.numel():
-        return
-    flat = t.reshape(1, -1)
-    both = (flat ^ -1).cat(flat).max(axis=1).realize()  # (~min, max) in one kernel (~x = -x - 1 never overflows)
-    buf = both.lazydata.realized  # (the reduction (2, 1), viewed as (2,))
-    low, top = (int(v) for v in buf.to_numpy(0, 2, both.dtype))
-    low = ~low
-    if CAPTURING:
-        CAPTURING[0].steps.append(("check", fail, held(buf), high, both.dtype))
-    if low < 0 or top >= high:
-        raise fail(low, top)
+def note_check(fail, low_buf, top_buf, high: int, dtype) -> None:
+    """A range check read these bounds (checks.py): a replay reads them again, right where the call did."""
+    CAPTURING[0].steps.append(("check", fail, held(low_buf), high, dtype, held(top_buf)))
 
 
 def user_line() -> str:
@@ -131,6 +132,7 @@ class Plan:
     """A capture made replayable: every buffer a slot of a table filled per call."""
 
     steps: list[tuple]  # ("kernel", device, fn, kernel, [slot]) | ("random"/"iota", kernels, slot, n, dtype)
+    # | ("check", fail, low slot, high, dtype, top slot)
     fixed: list  # the table's entries that stay: persistent buffers and the plan's own intermediates
     inputs: dict[int, int]  # slot -> input index
     fresh: dict[int, tuple[int, type]]  # slot -> (nbytes, class): an output, new every call
@@ -139,6 +141,8 @@ class Plan:
     ops: int
     mem: int
     peak_bytes: int
+    state_slots: list[int]  # the slots of earlier state (parameters, moments): written in place, never swapped
+    state: list[tuple[int, list, str]] = field(default_factory=list)  # their holders (find_holders)
 
 
 class TinyJit:
@@ -156,27 +160,54 @@ class TinyJit:
         """Bytes of the buffers that live only inside one call, after planning (0 before the capture)."""
         return self.plan.peak_bytes if self.plan else 0
 
+    def __get__(self, obj, owner=None):
+        """`@TinyJit` on a method (`__call__`, `forward`): each instance gets a TinyJit of its own, with
+        its own capture, kept in the instance's __dict__ (it lives and dies with the instance)."""
+        if obj is None:
+            return self
+        slot = f"_tinyjit_{getattr(self.fn, '__name__', 'fn')}"
+        try:
+            bound = obj.__dict__.get(slot)
+            if bound is None:
+                bound = obj.__dict__[slot] = TinyJit(types.MethodType(self.fn, obj))
+        except AttributeError:
+            raise JitError(f"TinyJit: {type(obj).__name__} has no __dict__ (__slots__) to keep the capture of its "
+                           f"method {slot[9:]} in") from None
+        return bound
+
     def __call__(self, *args, **kwargs):
         from .tensor import Tensor
 
+        args, kwargs = swap_inputs(args, Tensor), swap_inputs(kwargs, Tensor)
         signature, tensors = describe(args, kwargs, Tensor)
-        for t in tensors:  # each input a whole realized buffer, swapped in by a replay
-            if not (t.lazydata.is_base and t.lazydata.buffer is not None):
-                t.lazydata = t.contiguous().realize().lazydata
-        buffers = [t.lazydata.buffer for t in tensors]
+        buffers = [t.lazydata.base.buffer for t in tensors]
         signature.append(("aliases", tuple(next(i for i, b in enumerate(buffers) if b is t) for t in buffers)))
         signature.append(("mode", (Tensor.training, grad_enabled())))
         if self.plan is not None:
             self.check(signature)
+            check_state(self.plan, getattr(self.fn, "__name__", "the function"))
             return self.replay(buffers, Tensor)
         self.calls += 1
-        if self.calls == 1:  # as a replay will: the returned tensors realized, with every assign they need
+        if self.calls == 1:  # as a replay will: the returned tensors realized, with every assign the call made
+            return self.run(args, kwargs, Tensor)[0]
+        return self.capture(args, kwargs, signature, buffers, Tensor)
+
+    def run(self, args, kwargs, Tensor) -> tuple[Any, Capture]:
+        """Call the function under a capture, then realize what it returns and every assign it made and
+        left pending (BatchNorm's running statistics, which nothing else reads): a replay runs them all."""
+        cap = Capture()
+        CAPTURING.append(cap)
+        try:
             ret = self.fn(*args, **kwargs)
             outs = flatten_outputs(ret, Tensor, getattr(self.fn, "__name__", "the function"))
-            if outs:
-                Tensor.realize(*outs)
-            return ret
-        return self.capture(args, kwargs, signature, buffers, Tensor)
+            pending = [Tensor._make(node) for node in (r() for r in cap.assigns)
+                       if node is not None and node.buffer is None and node.target is not None]
+            pending += [t for t in (r() for r in cap.rebound) if t is not None and t.lazydata.base.buffer is None]
+            if outs or pending:
+                Tensor.realize(*outs, *pending)
+        finally:
+            CAPTURING.pop()
+        return ret, cap
 
     def check(self, signature: list) -> None:
         name = getattr(self.fn, "__name__", "the function")
@@ -191,20 +222,13 @@ class TinyJit:
 
     def capture(self, args, kwargs, signature, buffers, Tensor):
         name = getattr(self.fn, "__name__", "the function")
-        cap = Capture()
-        CAPTURING.append(cap)
-        try:
-            ret = self.fn(*args, **kwargs)
-            outs = flatten_outputs(ret, Tensor, name)
-            if outs:
-                Tensor.realize(*outs)
-        finally:
-            CAPTURING.pop()
+        ret, cap = self.run(args, kwargs, Tensor)
         structure = freeze(ret, Tensor)
         result = thaw(structure, lambda slot: None, Tensor, live=True)  # detached tensors over this call's buffers
-        del ret, outs
+        del ret
         gc.collect()  # what the call dropped (its graph, with cycles) is gone before we ask what is alive
         self.plan = make_plan(cap, buffers, structure, name)
+        self.plan.state = find_holders(self.plan, Tensor)
         self.signature = signature
         return result
 
@@ -223,11 +247,10 @@ class TinyJit:
                 _, device, fn, kernel, slots = step
                 device.launch(fn, kernel, [table[s] for s in slots])
             else:
-                kind, kernels, slot, n, dtype = step
+                kind, kernels, slot, n, dtype, *top_slot = step
                 buf = table[slot]
-                if kind == "check":  # kernels is the check's error
-                    low, top = (int(v) for v in buf.to_numpy(0, 2, dtype))
-                    low = ~low
+                if kind == "check":  # kernels is the check's error (checks.py)
+                    low, top = int(buf.to_numpy(0, 1, dtype)[0]), int(table[top_slot[0]].to_numpy(0, 1, dtype)[0])
                     if low < 0 or top >= n:
                         raise kernels(low, top)
                     continue
@@ -249,6 +272,73 @@ class TinyJit:
         if debug_level() >= 1:
             print(f"jit: replayed {plan.kernels} kernels in {elapsed * 1e3:.2f} ms")
         return thaw(plan.outputs, lambda slot: table[slot], Tensor)
+
+
+def whole(t) -> bool:
+    """A tensor a replay can swap in: its values are one realized buffer, in order from its start."""
+    return t.lazydata.base.buffer is not None and t.lazydata.st.contiguous
+
+
+def swap_inputs(x, Tensor):
+    """The call's arguments with each tensor made whole: an unrealized one is realized (in place, which
+    changes nothing its caller sees), a strided view or a constant is copied into a buffer of its own and
+    the copy is passed instead (so an assign to it inside the call does not reach the viewed tensor).
+    Lists, tuples and dicts are opened; a container is rebuilt only when something in it changed."""
+    if isinstance(x, Tensor):
+        if not whole(x):
+            x.realize()
+        return x if whole(x) else x.contiguous().realize()
+    if isinstance(x, (list, tuple)):
+        items = [swap_inputs(v, Tensor) for v in x]
+        if all(a is b for a, b in zip(items, x, strict=True)):
+            return x
+        return type(x)(*items) if hasattr(x, "_fields") else type(x)(items)
+    if isinstance(x, dict):
+        items = {k: swap_inputs(v, Tensor) for k, v in x.items()}
+        return x if all(items[k] is v for k, v in x.items()) else type(x)(items)
+    return x
+
+
+def find_holders(plan: Plan, Tensor) -> list[tuple[int, list, str]]:
+    """For each buffer of earlier state the plan reads, the tensors that hold it now (weakly), and
+    what it is: (slot, [ref], description). A one-time walk over the live objects, at the capture."""
+    slots = {id(plan.fixed[s]): s for s in plan.state_slots}
+    holders: dict[int, list] = {s: [] for s in plan.state_slots}
+    what: dict[int, str] = {}
+    for obj in gc.get_objects():
+        if isinstance(obj, Tensor) and "lazydata" in obj.__dict__:
+            base = obj.lazydata.base
+            slot = slots.get(id(base.buffer)) if base.buffer is not None else None
+            if slot is not None:
+                holders[slot].append(weakref.ref(obj))
+                what.setdefault(slot, f"a {base.dtype.name} tensor of shape {base.shape} made at {debug.where(base)}")
+    return [(s, refs, what[s]) for s, refs in holders.items() if refs]
+
+
+def check_state(plan: Plan, name: str) -> None:
+    """Before a replay: every tensor that held state the capture read still holds that buffer. An
+    assign made since and not realized yet (w.assign(w * 2) between calls) is realized now, into the
+    buffer; a tensor rebound to another value (st["w"] = Tensor(...), or to a graph: w = w * 2) or
+    dropped, leaving the buffer to the capture alone, would make the replay read stale values."""
+    for slot, refs, what in plan.state:
+        buf, live = plan.fixed[slot], 0
+        for ref in refs:
+            t = ref()
+            if t is None:
+                continue
+            base = t.lazydata.base
+            if base.buffer is None and base.target is not None and base.target.buffer is buf:
+                t.realize()  # a pending assign writes this very buffer
+                base = t.lazydata.base
+            if base.buffer is not buf:
+                raise JitError(f"TinyJit({name}): {what}, which the capture reads, was rebound since (to a new "
+                               "tensor or an unrealized graph); a replay would read its old buffer. Update it with "
+                               "assign, or pass it as an argument")
+            live += 1
+        if not live:
+            raise JitError(f"TinyJit({name}): {what}, which the capture reads, is no longer held by anything but "
+                           "the JIT (the name that held it was rebound or deleted); a replay would read its old "
+                           "values. Update it with assign, or pass it as an argument")
 
 
 def grad_enabled() -> bool:
@@ -361,7 +451,7 @@ def make_plan(cap: Capture, inputs: list, structure, name: str) -> Plan:
     first, last = {}, {}
     steps = []
     for i, step in enumerate(cap.steps):
-        refs = step[4] if step[0] == "kernel" else [step[2]]
+        refs = step[4] if step[0] == "kernel" else [step[2], step[5]] if step[0] == "check" else [step[2]]
         for r in refs:
             if r in cap.uploads:
                 raise JitError(f"TinyJit({name}): uses data copied in from Python inside the call ({cap.uploads[r]}); "
@@ -373,12 +463,12 @@ def make_plan(cap: Capture, inputs: list, structure, name: str) -> Plan:
         if step[0] == "kernel":
             steps.append((*step[:4], [slot_of[r] for r in refs]))
         else:
-            steps.append((step[0], step[1], slot_of[step[2]], step[3], step[4]))
+            steps.append((step[0], step[1], slot_of[step[2]], step[3], step[4], *(slot_of[r] for r in refs[1:])))
     returned = set()
     collect_buffers(structure, returned)
     input_ids = {id(b): i for i, b in reversed(list(enumerate(inputs)))}
     fixed: list = [None] * len(slot_of)
-    plan_inputs, fresh, temporary = {}, {}, {}
+    plan_inputs, fresh, temporary, state = {}, {}, {}, []
     for r, slot in slot_of.items():
         buf = r()
         if buf is not None and id(buf) in input_ids:
@@ -392,14 +482,17 @@ def make_plan(cap: Capture, inputs: list, structure, name: str) -> Plan:
                            "it and is not returned: state kept by rebinding a name (x = x + 1) instead of "
                            "x.assign(x + 1), or gradients not zeroed inside the step. A replay would not update it")
         elif buf is None:
-            raise JitError(f"TinyJit({name}): the call dropped a buffer of earlier state that its kernels read "
+            step = cap.steps[first[slot]]
+            by = f" (first read by {step[3].name})" if step[0] == "kernel" else ""
+            raise JitError(f"TinyJit({name}): the call dropped a buffer of earlier state that its kernels read{by} "
                            "(state replaced instead of updated with assign); a replay would read stale values")
         else:
             fixed[slot] = buf
+            state.append(slot)
     peak = plan_memory(temporary, first, last, fixed)
     kernels = sum(s[0] == "kernel" for s in cap.steps)
     outputs = map_structure(structure, {id(r()): s for r, s in slot_of.items() if r() is not None})
-    return Plan(steps, fixed, plan_inputs, fresh, outputs, kernels, cap.ops, cap.mem, peak)
+    return Plan(steps, fixed, plan_inputs, fresh, outputs, kernels, cap.ops, cap.mem, peak, state)
 
 
 def collect_buffers(frozen, out: set) -> None:

@@ -37,6 +37,7 @@ class LazyBuffer:
             self.buffer = None
             self.forced = False  # realize this node even when it could be fused (contiguous, assign)
             self.target = None  # a realized base whose memory this one is written into (assign; see copy)
+            self.copy_back = None  # a target it could not write in place: realize copies the values there after
             self.site = callsite()  # (file, line) of the user's code that made it, for errors (debug.py)
             # the realized buffers it reads and their versions now: an assign that writes one of them
             # in place before this node is computed would change what it reads (the scheduler raises)

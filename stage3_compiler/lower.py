@@ -391,9 +391,10 @@ def lower(item: ScheduleItem, stored: set[int], opts: tuple[Opt, ...] | None = N
             lane.update({id(r): combine(L, r, found[id(r)], parts) for r in item.reduces})
     for lane, idx in zip(accs, lanes, strict=True):
         L.accs = lane
-        for out, buf in zip(item.outputs, out_bufs, strict=True):
-            value = lane[id(out)] if id(out) in lane else L.base(out, idx)
-            L.emit("STORE", out.dtype, (buf, value), flat_index(idx, out.shape))
+        for out, buf in zip(item.outputs, out_bufs, strict=True):  # (a merged output may add size-1 dims)
+            at = idx if out.shape == root.shape else unflatten(flat_index(idx, root.shape), out.shape)
+            value = lane[id(out)] if id(out) in lane else L.base(out, at)
+            L.emit("STORE", out.dtype, (buf, value), flat_index(at, out.shape))
     for _ in ranges:
         L.emit("ENDRANGE", None)
     kind = "r" if item.reduce is not None else "E"

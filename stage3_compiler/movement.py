@@ -11,7 +11,7 @@ from typing import Self
 
 import numpy as np
 
-from . import jit
+from . import checks
 from .autograd import record
 from .device import check_same
 from .dtype import dtypes
@@ -291,7 +291,7 @@ class MovementMixin(TensorCore):
             t = t.cast(dtypes.int64)
             t = (t < 0).where(t + n, t)
             shape = self.shape
-            jit.check_range(t, n, lambda low, top, n=n, shape=shape: IndexError(
+            checks.check_now(t, n, lambda low, top, n=n, shape=shape: IndexError(
                 f"getitem: index {low - n if low < 0 else top} is out of bounds for a dim of size {n} "
                 f"in shape {shape}"))
             idx.append(t)

@@ -17,7 +17,7 @@ import os
 import time
 from dataclasses import dataclass, replace
 
-from . import debug, jit, schedule_cache, search
+from . import checks, debug, jit, schedule_cache, search
 from .device import buffer_class
 from .lazy import LazyBuffer, numel
 from .lower import Kernel, lower, structure
@@ -173,10 +173,22 @@ def run_item(item: ScheduleItem, stored: set[int], keyed: tuple | None = None) -
         print(source)
 
 
+def copy_back(outs: list[LazyBuffer]) -> None:
+    """Assigns that wrote a new buffer (schedule.drop_target): one copy kernel each puts the values
+    into the target's buffer, which the assigned tensor then holds again."""
+    if not outs:
+        return
+    copies = [LazyBuffer.from_buffer(o.buffer, o.shape, o.dtype, o.device).copy(o.copy_back) for o in outs]
+    realize(copies)
+    for o, c in zip(outs, copies, strict=True):
+        o.buffer, o.copy_back = c.buffer, None
+
+
 def realize(outs: list[LazyBuffer]) -> None:
     """Compute every base the outputs need, in order; afterwards each computed base holds a Buffer and
     forgets its sources, so the graph behind it can be freed."""
-    items = create_schedule(outs)
+    pending = checks.take_pending()  # index checks left for this realize: their bounds join its kernels
+    items = create_schedule(outs + [b for c in pending for b in (c.low, c.top)])
     stored = {id(out) for item in items for out in item.outputs}
     start, count = time.perf_counter(), GlobalCounters.kernel_count
     for item, keyed in zip(items, prepare(items, stored), strict=True):
@@ -185,6 +197,9 @@ def realize(outs: list[LazyBuffer]) -> None:
         debug.write_graphs(outs, items, stored)
     for out in (out for item in items for out in item.outputs):
         out.op, out.srcs, out.arg = Ops.BUFFER, (), None
+    copy_back([out for item in items for out in item.outputs if out.copy_back is not None])
+    for check in pending:
+        checks.verify(check)
     if debug_level() >= 1 and items:
         stats = schedule_cache.STATS
         print(f"realize: {GlobalCounters.kernel_count - count} kernels in {(time.perf_counter() - start) * 1e3:.2f} ms "

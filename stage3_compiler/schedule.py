@@ -375,7 +375,7 @@ def reads(root: LazyBuffer, produced: set[int]) -> list[tuple[LazyBuffer, bool]]
 
 
 def merge_outputs(items: list[ScheduleItem]) -> list[ScheduleItem]:
-    """Kernels of one shape become one kernel with several outputs: AdamW's new parameter, m and v
+    """Kernels of one shape (size-1 dims aside) become one kernel with several outputs: AdamW's new parameter, m and v
     are computed in one loop that reads the gradient once, and the parameter's update uses m and v
     as they are computed instead of loading them back; the updates of same-shaped parameters are
     one kernel too (fewer, larger kernels: each call costs the same fixed overhead). Reduce kernels
@@ -401,8 +401,14 @@ def merge_outputs(items: list[ScheduleItem]) -> list[ScheduleItem]:
     return kept
 
 
+def squeezed(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape without its size-1 dims: shapes equal so walk their elements in the same loops
+    (a loss's mean, shape (), and a count of the same rows, shape (1,))."""
+    return tuple(n for n in shape if n != 1)
+
+
 def _joins(group: ScheduleItem, item: ScheduleItem, item_reads, position) -> bool:
-    if group.root.shape != item.root.shape or group.root.device != item.root.device \
+    if squeezed(group.root.shape) != squeezed(item.root.shape) or group.root.device != item.root.device \
             or numel(item.root.shape) == 0 or (group.reduce is None) != (item.reduce is None):
         return False
     if group.reduce is not None and (group.reduce.srcs[0].shape != item.reduce.srcs[0].shape
@@ -420,10 +426,19 @@ def _joins(group: ScheduleItem, item: ScheduleItem, item_reads, position) -> boo
     return True
 
 
+def drop_target(o: LazyBuffer) -> None:
+    """An assign that cannot write its target in place writes a new buffer instead; once the kernels
+    that read the target's old values have run, realize copies the values into the target, so the
+    tensor keeps its buffer (a parameter that a TinyJit captured stays the buffer it captured)."""
+    if o.target is not None and o.target.buffer is not None:
+        o.copy_back = o.target
+    o.target = None
+
+
 def place_in_memory(items: list[ScheduleItem]) -> list[ScheduleItem]:
     """Where an assign writes: into its target's memory (an update in place, so a parameter keeps
-    its buffer) when that is safe, else into a new buffer (the target is dropped; the values are
-    the same). It is safe when
+    its buffer) when that is safe, else into a new buffer, copied into the target after the schedule
+    (drop_target). It is safe when
     - only the output's own expression reads the target, and only at the output's own index (the
       kernel then loads each element before it stores that element: no race, even though the C
       declares its pointers `restrict`), and
@@ -450,7 +465,7 @@ def place_in_memory(items: list[ScheduleItem]) -> list[ScheduleItem]:
             others = [s for p in item.outputs if p is not o for s, _ in reads_of(p)]
             own = [direct for s, direct in reads_of(o) if s is target]
             if target.buffer is None or not all(own) or any(s is target for s in others):
-                o.target = None
+                drop_target(o)
                 continue
             i = items.index(item)
             later = readers_of(target, i + 1)
@@ -458,11 +473,11 @@ def place_in_memory(items: list[ScheduleItem]) -> list[ScheduleItem]:
                 outs = {id(p) for p in item.outputs}
                 if any(id(s) in outs for j in range(i + 1, later[-1] + 1) for p in items[j].outputs
                        for s, _ in reads_of(p)):
-                    o.target = None
+                    drop_target(o)
                     continue
                 items.insert(later[-1], items.pop(i))
     for i, item in enumerate(items):  # one writer moved past another's reader: that one writes a new buffer
         for o in item.outputs:
             if o.target is not None and readers_of(o.target, i + 1):
-                o.target = None
+                drop_target(o)
     return items

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .lazy import LazyBuffer
-from .schedule import ScheduleItem, fuse, rewrite_graph
+from .schedule import ScheduleItem, drop_target, fuse, rewrite_graph
 
 MAX_ENTRIES = 512  # graphs kept; the oldest goes first (sampling makes one graph per prompt length)
 
@@ -94,6 +94,6 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
         return items
     STATS.hits += 1
     for i in template.dropped:
-        bases[i].target = None
+        drop_target(bases[i])
     return [ScheduleItem(bases[root], None if red is None else bases[red], [bases[i] for i in also],
                          [bases[i] for i in also_reduces]) for root, red, also, also_reduces in template.items]
