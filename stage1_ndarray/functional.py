@@ -153,10 +153,10 @@ class FunctionalMixin(TensorCore):
                              "without the last dim")
         mask = Y != ignore_index
         labels = mask.where(Y, 0)
-        if labels.numel() and (labels.min().item() < 0 or labels.max().item() >= C):
-            raise IndexError(f"{name}: target labels must lie in [0, {C}) or equal ignore_index {ignore_index}; "
-                             f"got values in [{labels.min().item()}, {labels.max().item()}] "
-                             f"(logits {self.shape}, targets {Y.shape})")
+        shapes = f"(logits {self.shape}, targets {Y.shape})"
+        labels._check_range(C, lambda low, top: IndexError(
+            f"{name}: target labels must lie in [0, {C}) or equal ignore_index {ignore_index}; "
+            f"got values in [{low}, {top}] {shapes}"))
         logp = self.log_softmax(-1)
         target = labels.one_hot(C)
         picked = (logp * target).sum(-1)

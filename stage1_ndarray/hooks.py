@@ -43,6 +43,11 @@ class TensorCore:
     def cast(self, dtype: Any) -> Self:
         raise NotImplementedError
 
+    def _check_range(self, high: int, fail: Any) -> None:
+        """Raise fail(lowest, highest) unless every value of this int tensor lies in [0, high): an index
+        bound that only the data knows (eager stages: now; the lazy stage: at the next realize)."""
+        raise NotImplementedError
+
     def contiguous(self) -> Self:
         raise NotImplementedError
 

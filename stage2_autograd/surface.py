@@ -606,9 +606,10 @@ class SurfaceMixin(TensorCore):
                              f"like input {self.shape} without its class dim")
         kept = target != ignore_index
         labels = kept.where(target, 0)
-        if labels.numel() and (int(labels.min().item()) < 0 or int(labels.max().item()) >= C):
-            raise IndexError(f"nll_loss: targets must lie in [0, {C}) or equal ignore_index {ignore_index} "
-                             f"(input {self.shape}, target {target.shape})")
+        shapes = f"(input {self.shape}, target {target.shape})"
+        labels._check_range(C, lambda low, top: IndexError(
+            f"nll_loss: targets must lie in [0, {C}) or equal ignore_index {ignore_index}; got values in "
+            f"[{low}, {top}] {shapes}"))
         hit = labels.unsqueeze(-1) == self.arange(C, device=self.device)
         picked = hit.where(x, 0.0).sum(-1)
         w = kept.where(hit.where(weight, 0.0).sum(-1) if weight is not None else 1.0, 0.0)

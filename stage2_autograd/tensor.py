@@ -355,6 +355,12 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
         out = Tensor._whole(buffer_class("to", device).from_numpy(host), x.shape, x.dtype, device)
         return record(out, Ops.COPY, (self,))
 
+    def _check_range(self, high: int, fail) -> None:
+        if self.numel():
+            low, top = int(self.min().item()), int(self.max().item())
+            if low < 0 or top >= high:
+                raise fail(low, top)
+
     def realize(self, *others: Tensor) -> Tensor:
         """Compute self and others now (tinygrad's `Tensor.realize(*grads)`); here every op already ran."""
         for t in others:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 from typing import Self
 
-from . import checks
 from .device import check_same
 from .dtype import dtypes, float_of, promote
 from .hooks import TensorCore
@@ -169,7 +168,7 @@ class FunctionalMixin(TensorCore):
         mask = Y != ignore_index
         labels = mask.where(Y, 0)
         shapes = f"(logits {self.shape}, targets {Y.shape})"
-        checks.check_later(labels, C, lambda low, top: IndexError(
+        labels._check_range(C, lambda low, top: IndexError(
             f"{name}: target labels must lie in [0, {C}) or equal ignore_index {ignore_index}; "
             f"got values in [{low}, {top}] {shapes}"))
         # log_softmax's value at the label, x[label] - max - log(sum(exp(x - max))), with x[label]

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from . import jit, random, threads
+from . import checks, jit, random, threads
 from .autograd import AutogradMixin, check_requires_grad, record
 from .convolution import ConvolutionMixin
 from .device import buffer_class, canonical, check
@@ -347,6 +347,9 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
         host = self.numpy()
         out = Tensor._whole(buffer_class("to", device).from_numpy(host), self.shape, self.dtype, device)
         return record(out, Ops.COPY, (self,))
+
+    def _check_range(self, high: int, fail) -> None:
+        checks.check_later(self, high, fail)  # the graph stays lazy: the next realize checks (checks.py)
 
     def realize(self, *others: Tensor) -> Tensor:
         """Compute self and others now, in one schedule (tinygrad's `Tensor.realize(*grads)`)."""

@@ -289,3 +289,14 @@ def test_a_cnn_training_step_with_batchnorm_is_the_eager_step():
     for a, b in zip(jitted[1:], eager[1:], strict=True):
         np.testing.assert_array_equal(a, b)
     assert not np.allclose(jitted[1], 0)  # the running mean moved
+
+
+def test_losses_with_labels_are_jitted_without_a_readback():
+    logp = Tensor(RNG.standard_normal((4, 5)).astype(np.float32)).log_softmax(-1).realize()
+    for loss in (lambda y: logp.nll_loss(y), lambda y: logp.sparse_categorical_crossentropy(y)):
+        f = TinyJit(loss)
+        for labels in ([0, 1, 2, 3], [4, 4, 0, 1], [1, 2, 3, 4]):
+            want = -logp.numpy()[np.arange(4), labels].mean()
+            assert f(Tensor(np.array(labels))).item() == pytest.approx(want, rel=1e-5)
+        with pytest.raises(IndexError, match=r"\[-2, 3\]"):
+            f(Tensor(np.array([0, -2, 3, 1])))
