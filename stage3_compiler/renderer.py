@@ -14,7 +14,7 @@ import math
 from .dtype import DType, dtypes
 from .lower import Kernel
 from .ops import Ops
-from .symbolic import render
+from .symbolic import descends, render
 
 CTYPES = {"bool": "unsigned char", "int32": "int", "int64": "long long", "float32": "float", "float64": "double"}
 UNSIGNED = {"int32": "unsigned int", "int64": "unsigned long long"}
@@ -169,7 +169,12 @@ class CRenderer:
         # softmax backward's row sum, with the causal mask) into a shape its if-conversion refuses,
         # and the loop stays scalar (5.4 ms; vectorized without PRE: see opts.SPLIT)
         no_pre = self.gcc_pragmas and any(u.op == "ACCS" for u in kernel.uops)
-        pragmas = [*(['#pragma GCC optimize ("no-tree-loop-vectorize")'] if slp else []),
+        # gcc 12.2 miscompiles a loop that converts values it loads backwards, after it unrolled an
+        # inner loop completely: the sum of a flipped (3, 4) int tensor as floats came out -12, not
+        # -18 (renderer test). Such kernels (flips, not a training step's) skip the loop vectorizer.
+        reversed_cast = self.gcc_pragmas and any(u.op == "CAST" for u in kernel.uops) and \
+            any(u.op == "LOAD" and descends(u.arg[0]) for u in kernel.uops)
+        pragmas = [*(['#pragma GCC optimize ("no-tree-loop-vectorize")'] if slp or reversed_cast else []),
                    *(['#pragma GCC optimize ("no-tree-pre")'] if no_pre else [])]
         # (sitp_exp2f comes first and is always inlined: gcc does not inline a function compiled
         # under other optimize settings, and a call in the loop stops its vectorization.)

@@ -347,6 +347,20 @@ def vars(node: Node) -> set[Var]:  # shadows the builtin on purpose: the compile
 _AND, _CMP, _ADD, _MUL, _ATOM = range(5)
 
 
+def descends(node: Node) -> bool:
+    """Whether the expression has a term with a negative coefficient: an index that walks memory
+    backwards as a loop variable grows (a flipped view)."""
+    if isinstance(node, Mul):
+        return node.k < 0 or descends(node.a)
+    if isinstance(node, (Sum, And)):
+        return any(descends(t) for t in node.terms)
+    if isinstance(node, (Div, Mod)):
+        return descends(node.a)
+    if isinstance(node, Lt):
+        return descends(node.a) or descends(node.b)
+    return False
+
+
 def render(node: Node) -> str:
     """node as a C expression (also CUDA C), e.g. `i0*8+i1`. `/` and `%` are written only over
     numerators whose bounds are >= 0, where C's truncating division equals floor division; a

@@ -5,8 +5,9 @@ step's kernel count is printed (pytest -s) for the record."""
 import sys
 
 import numpy as np
+import pytest
 
-from .. import GlobalCounters, Tensor, nn, optim
+from .. import GlobalCounters, Tensor, dtypes, nn, optim
 from .. import tensor as tensor_module
 from ..ops import PRIMITIVES
 from ..schedule import graph
@@ -39,3 +40,16 @@ def test_a_nanogpt_training_step_uses_only_primitives(monkeypatch):
     assert seen and seen <= PRIMITIVES, sorted(op.name for op in seen - PRIMITIVES)
     print(f"nanoGPT step (2 layers, 32 wide): {GlobalCounters.kernel_count} kernels; "
           f"ops: {sorted(op.name for op in seen)}")
+
+
+@pytest.mark.parametrize("shape", [(3, 4), (3, 8), (2, 3, 4), (5, 16)])
+def test_a_flipped_int_tensor_summed_as_floats(shape):
+    """gcc 12.2 at -O3 vectorized this loop wrongly (backward int loads converted to float, after
+    unrolling the inner loop completely): the sum of a flipped (3, 4) came out -12 instead of -18, and
+    hypothesis found mean() wrong on such a view. The renderer keeps these kernels from its loop vectorizer."""
+    a = np.arange(np.prod(shape), dtype=np.int32).reshape(shape) - 7
+    axes = tuple(range(len(shape)))
+    assert Tensor(a).flip(axes).cast(dtypes.float32).sum().item() == a.sum()
+    assert Tensor(a).flip(axes).mean().item() == pytest.approx(a.mean(), rel=1e-6)
+    np.testing.assert_array_equal(Tensor(a).flip(axes).cast(dtypes.float32).sum(-1).numpy(),
+                                  np.flip(a, axes).astype(np.float32).sum(-1))
