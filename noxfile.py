@@ -99,7 +99,7 @@ def conformance(session: nox.Session) -> None:
 def models(session: nox.Session) -> None:
     """Data loaders, tokenizers, the model zoo, nanochat, the training loop on real data (fetches the data
     once) and data-parallel training on two MPI ranks (mpich's wheel)."""
-    install(session, "test", "data", "torch", "dist")
+    install(session, "test", "data", "torch", "dist", "serve")
     session.run("python", "-m", "common.data.fetch")
     install_chromium(session)
     session.run("pytest", "-q", "common/tests", *session.posargs)

@@ -52,9 +52,12 @@ class ChatBackend:
         return cls(stage, model, tokenizer_from_text(state.meta["tokenizer"]))
 
     def reply_tokens(self, messages: list[dict], temperature: float = 0.6, top_k: int | None = 50,
-                     max_tokens: int = 256, seed: int | None = 0) -> Iterator[int]:
-        """The reply's token ids as they are generated (tool tokens forced by the engine included)."""
+                     max_tokens: int = 256, seed: int | None = 0, stats: Any = None) -> Iterator[int]:
+        """The reply's token ids as they are generated (tool tokens forced by the engine included).
+        ``stats`` (api.ReplyStats), when given, counts the prompt's and the reply's tokens."""
         prompt = render_for_completion(self.tokenizer, [*messages, {"role": "assistant", "content": ""}])
+        if stats is not None:
+            stats.prompt_tokens = len(prompt)
         room = self.model.config.sequence_len - len(prompt)
         if room <= 0:
             raise ValueError(f"chat: the conversation is {len(prompt)} tokens, the model's window is "
@@ -63,16 +66,21 @@ class ChatBackend:
             for column, _ in self.engine.generate(prompt, num_samples=1, max_tokens=min(max_tokens, room),
                                                   temperature=temperature, top_k=top_k,
                                                   seed=0 if seed is None else seed):
+                if stats is not None:
+                    stats.completion_tokens += 1
                 yield column[0]
 
     def stream_reply(self, messages: list[dict], temperature: float = 0.6, top_k: int | None = 50,
-                     max_tokens: int = 256, seed: int | None = 0) -> Iterator[str]:
-        """The reply as text pieces; special tokens show as their names, except the closing <|assistant_end|>."""
+                     max_tokens: int = 256, seed: int | None = 0, stats: Any = None) -> Iterator[str]:
+        """The reply as text pieces; special tokens show as their names, except the closing <|assistant_end|>
+        (which sets ``stats.ended``)."""
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         specials = {i: name for name, i in self.tokenizer.special_tokens.items()}
         end = self.tokenizer.special_id("<|assistant_end|>")
-        for token in self.reply_tokens(messages, temperature, top_k, max_tokens, seed):
+        for token in self.reply_tokens(messages, temperature, top_k, max_tokens, seed, stats):
             if token == end:
+                if stats is not None:
+                    stats.ended = True
                 break
             piece = specials[token] if token in specials else decoder.decode(self.tokenizer.decode_bytes([token]))
             if piece:

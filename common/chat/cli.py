@@ -98,6 +98,24 @@ def cmd_chat(args: argparse.Namespace) -> int:
         messages.append({"role": "assistant", "content": "".join(pieces)})
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    try:
+        from . import api  # FastAPI and uvicorn: the optional `serve` extra
+    except ModuleNotFoundError as e:
+        print(f"sitp serve: {e.name} is not installed; pip install -e '.[serve]'", file=sys.stderr)
+        return 1
+    from .backend import ChatBackend
+    from .web import Defaults
+
+    backend = ChatBackend.load(args.ckpt, args.stage)
+    app = api.create_app(backend, args.model, Defaults(args.temperature, args.top_k, args.max_tokens),
+                         args.max_waiting)
+    print(f"nanochat at http://{args.host}:{args.port}/ (OpenAI API: base_url http://{args.host}:{args.port}/v1, "
+          f"model {args.model!r}; Ctrl-C to stop)", flush=True)
+    api.make_server(app, args.host, args.port).run()
+    return 0
+
+
 def add_parsers(commands: argparse._SubParsersAction) -> None:
     run = commands.add_parser("nanochat", help="train nanochat: tokenizer, base, mid-training, SFT, report card")
     run.add_argument("--stage", type=int, default=2, choices=[s for s in sorted(STAGES) if s >= 2],
@@ -133,3 +151,17 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     chat.add_argument("--host", default="127.0.0.1")
     chat.add_argument("--port", type=int, default=8000)
     chat.set_defaults(func=cmd_chat)
+
+    serve = commands.add_parser("serve", help="serve a nanochat checkpoint: the chat page and an OpenAI-compatible "
+                                              "API (/v1/chat/completions, /v1/models)")
+    serve.add_argument("--ckpt", required=True, help="a checkpoint written by `sitp nanochat`")
+    serve.add_argument("--stage", type=int, default=2, choices=sorted(STAGES), help="stage to run it on")
+    serve.add_argument("--model", default="nanochat", help="the model id clients name")
+    serve.add_argument("--host", default="127.0.0.1", help="interface to listen on (0.0.0.0: all)")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--temperature", type=float, default=0.6, help="default temperature")
+    serve.add_argument("--top-k", dest="top_k", type=int, default=50, help="default top-k")
+    serve.add_argument("--max-tokens", dest="max_tokens", type=int, default=256, help="default reply length")
+    serve.add_argument("--max-waiting", dest="max_waiting", type=int, default=16,
+                       help="requests that may wait for the model; past that, 429 with Retry-After")
+    serve.set_defaults(func=cmd_serve)

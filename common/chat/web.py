@@ -337,12 +337,17 @@ class EchoBackend:
         self.delay = delay
 
     def stream_reply(self, messages: list[dict], temperature: float, top_k: int, max_tokens: int,
-                     seed: int | None = None) -> Iterator[str]:
+                     seed: int | None = None, stats: Any = None) -> Iterator[str]:
         import time
 
         words = f"You said: {messages[-1]['content']}".split(" ")
+        if stats is not None:
+            stats.prompt_tokens = sum(len(m["content"].split(" ")) for m in messages)
         for i, word in enumerate(words[:max_tokens]):
             time.sleep(self.delay)
+            if stats is not None:
+                stats.completion_tokens += 1
+                stats.ended = i == len(words) - 1
             yield word if i == 0 else " " + word
 
 
