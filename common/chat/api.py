@@ -24,7 +24,6 @@ FastAPI and uvicorn are an optional extra (``pip install -e ".[serve]"``); this 
 from __future__ import annotations
 
 import json
-import math
 import threading
 import time
 import uuid
@@ -49,6 +48,9 @@ from .web import (
     _check_messages,
     parse_chat_request,
     sse_event,
+)
+from .web import (
+    _number as web_number,
 )
 
 FIELDS = {"messages", "model", "temperature", "top_p", "top_k", "max_tokens", "max_completion_tokens", "stop",
@@ -92,13 +94,13 @@ class CompletionRequest:
 
 
 def _number(body: dict, key: str, default: Any, low: float, high: float, integer: bool = False) -> Any:
-    value = body.get(key)
-    if value is None:
-        return default
-    kind = int if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kind) or not math.isfinite(value) or not low <= value <= high:
-        raise ApiError(400, f"{key} must be {'an integer' if integer else 'a number'} in [{low}, {high}], "
-                            f"got {json.dumps(value)}", key)
+    """web.py's check of a number field, plus OpenAI's rule: out of [low, high] is an error, not clamped."""
+    try:
+        value = web_number(body, key, default, integer)
+    except RequestError as e:
+        raise ApiError(e.status, e.message, key) from None
+    if not low <= value <= high:
+        raise ApiError(400, f"{key} must be in [{low}, {high}], got {json.dumps(value)}", key)
     return value
 
 

