@@ -11,8 +11,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from stage3_compiler.renderer import EXP2F
-from stage3_compiler.runtime import FLAGS, compiler
+from stage3_compiler.cpu.compiler import FLAGS, compiler
+from stage3_compiler.cpu.renderer import EXP2F
 
 CHECK = r"""
 #include <stdint.h>

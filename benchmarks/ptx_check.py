@@ -76,17 +76,17 @@ def stage3_sources() -> list[str]:
     import numpy as np
 
     from stage3_compiler import Tensor, dtypes
+    from stage3_compiler.codegen.lower import lower
     from stage3_compiler.cuda.renderer import CUDARenderer
     from stage3_compiler.cuda.runtime import FIXED_SOURCE
-    from stage3_compiler.lower import lower
-    from stage3_compiler.schedule import create_schedule
+    from stage3_compiler.engine.schedule import create_schedule
 
     renderer, sources = CUDARenderer(), {}
     for graph in _stage3_graphs(Tensor, np, dtypes):
         items = create_schedule([graph.lazydata])
         stored = {id(item.root) for item in items}
         for item in items:
-            kernel = lower(item, stored)
+            kernel = lower(item, stored, renderer)
             text = renderer.render(kernel)
             sources.setdefault(text, f"{kernel.name}_k{len(sources)}")
     renamed = [text.replace(f" {name.rsplit('_k', 1)[0]}(", f" {name}(", 1) for text, name in sources.items()]

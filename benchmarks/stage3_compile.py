@@ -4,7 +4,7 @@ before its kernels run, each case in a fresh process.
 - The jitted step (benchmarks.stage3_fusion.make_step: forward, backward, clip, AdamW under TinyJit)
   with an empty kernel cache (cold: every kernel compiled), then in a new process with the cache
   that run left on disk (warm). Per step: wall time, compiler runs (runtime.build), kernels lowered
-  and rendered (new entries of realize.KERNELS), graphs scheduled (schedule cache misses) and
+  and rendered (new entries of realize.PROGRAMS), graphs scheduled (schedule cache misses) and
   schedules answered from the cache (hits). Step 1 compiles, step 2 captures, step 3 on replay.
 - The eager step (no JIT), in one process: the median of warm steps with the schedule cache and
   with it turned off, and a replayed step's Python per kernel (stage3_fusion.replay_overhead_us).
@@ -36,7 +36,8 @@ STEPS = 5
 def child_compile() -> None:
     """One process's jitted steps, each with its counts, as JSON on stdout."""
     s3 = load_stage(3)
-    from stage3_compiler import realize, runtime, schedule_cache
+    from stage3_compiler.cpu import compiler as runtime
+    from stage3_compiler.engine import realize, schedule_cache
 
     builds, real_build = [0], runtime.build
 
@@ -48,11 +49,11 @@ def child_compile() -> None:
     step = make_step(s3, jit=True)
     rows, stats = [], schedule_cache.STATS
     for i in range(STEPS):
-        before = builds[0], len(realize.KERNELS), stats.misses, stats.hits
+        before = builds[0], len(realize.PROGRAMS), stats.misses, stats.hits
         start = time.perf_counter()
         step()
         rows.append({"step": i + 1, "seconds": time.perf_counter() - start, "compiler_runs": builds[0] - before[0],
-                     "kernels_lowered": len(realize.KERNELS) - before[1], "scheduled": stats.misses - before[2],
+                     "kernels_lowered": len(realize.PROGRAMS) - before[1], "scheduled": stats.misses - before[2],
                      "schedule_hits": stats.hits - before[3]})
     print(json.dumps(rows))
 
@@ -78,7 +79,7 @@ def run_child(args: list[str], cache: str) -> object:
 
 def eager_steps(s3, steps: int = 7) -> tuple[float, float]:
     """Median seconds of a warm eager step with the schedule cache, then without it."""
-    from stage3_compiler import schedule_cache
+    from stage3_compiler.engine import schedule_cache
 
     def median(step) -> float:
         for _ in range(3):

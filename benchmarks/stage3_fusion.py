@@ -97,15 +97,18 @@ def replay_overhead_us(stage3) -> tuple[float, float]:
     left out, their buffers would hold stale values), and one ctypes launch of an empty
     four-buffer kernel."""
     from stage3_compiler.buffer import Buffer
-    from stage3_compiler.runtime import HostKernels, compile_c, host_kernels
+    from stage3_compiler.codegen.program import Program
+    from stage3_compiler.cpu.compiler import compile_c
+    from stage3_compiler.cpu.runtime import CPURuntime, cpu_runtime
+    from stage3_compiler.engine.capture import CheckStep
 
     step = make_step(stage3, jit=True)
     for _ in range(3):
         step()
     plan, T = step.jitted.plan, stage3.Tensor
-    plan.steps[:] = [s for s in plan.steps if s[0] != "check"]
+    plan.steps[:] = [s for s in plan.steps if not isinstance(s, CheckStep)]
     x, y = T(np.zeros((12, 64), np.int64)), T(np.zeros((12, 64), np.int64))
-    real, HostKernels.launch = HostKernels.launch, lambda self, fn, kernel, buffers: None
+    real, CPURuntime.launch = CPURuntime.launch, lambda self, program, buffers: None
     try:
         times = []
         for _ in range(20):
@@ -113,12 +116,13 @@ def replay_overhead_us(stage3) -> tuple[float, float]:
             step.jitted(x, y)
             times.append(time.perf_counter() - start)
     finally:
-        HostKernels.launch = real
+        CPURuntime.launch = real
     empty = compile_c("void empty(float *a, const float *b, const float *c, const float *d) {}", "empty")
     buffers = [Buffer(64) for _ in range(4)]
+    program = Program(None, "", empty, [])
     start = time.perf_counter()
     for _ in range(20000):
-        host_kernels.launch(empty, None, buffers)
+        cpu_runtime.launch(program, buffers)
     return float(np.median(times)) / plan.kernels * 1e6, (time.perf_counter() - start) / 20000 * 1e6
 
 

@@ -5,9 +5,9 @@ compiles and runs them."""
 from . import nn, optim
 from .device import Device
 from .dtype import DType, dtypes
+from .engine.realize import GlobalCounters
 from .jit import JitError, TinyJit
 from .ops import Ops
-from .realize import GlobalCounters
 from .tensor import Tensor
 
 __all__ = ["DType", "Device", "GlobalCounters", "JitError", "Ops", "Tensor", "TinyJit", "dtypes", "nn", "optim"]

@@ -29,12 +29,11 @@ from __future__ import annotations
 
 import contextlib
 import math
-import weakref
 from dataclasses import dataclass, field
 from typing import Self
 
-from . import jit
 from . import transcendental as tm
+from .engine import capture
 from .hooks import TensorCore
 from .ops import Ops
 
@@ -259,8 +258,8 @@ class AutogradMixin(TensorCore):
         storage = None if not old.is_base else old if old.buffer is not None else old.target
         if storage is None:
             self.lazydata = value
-            if jit.CAPTURING:  # a TinyJit realizes it at the end of the call, as a replay would
-                jit.CAPTURING[0].rebound.append(weakref.ref(self))
+            if capture.CAPTURING:  # a TinyJit realizes it at the end of the call, as a replay would
+                capture.note_rebound(self)
         else:
             old.target = None  # an earlier assign not realized yet: this one writes the memory
             self.lazydata = value.copy(storage)

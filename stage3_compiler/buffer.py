@@ -12,8 +12,8 @@ import os
 import cffi
 import numpy as np
 
+from .cpu.runtime import cpu_runtime
 from .dtype import DType
-from .runtime import host_kernels
 
 ffi = cffi.FFI()
 # Skip zero-filling: every kernel writes its whole output.
@@ -30,7 +30,7 @@ POOL_LIMIT = 0 if os.environ.get("SITP_SANITIZE") else 1 << 30  # ASan sees a re
 
 class Buffer:
     __slots__ = ("nbytes", "mem", "address", "version", "__weakref__")
-    kernels = host_kernels  # the fixed kernels that are not the IR's (runtime.py): random numbers, iota
+    kernels = cpu_runtime  # the device's runtime (cpu/runtime.py): realize's device seam, random numbers, iota
 
     def __init__(self, nbytes: int):
         self.nbytes = nbytes

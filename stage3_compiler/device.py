@@ -1,11 +1,11 @@
-"""Devices: where a tensor's memory lives, and so which kernels compute on it.
+"""Devices: where a tensor's memory lives, and so which runtime computes on it.
 
 A tensor's Buffer decides everything device-specific: the CPU's Buffer (buffer.py) holds cffi
-memory and its `kernels` are the C kernels' `lib`; the cuda Buffer (cuda/buffer.py) holds GPU
-memory hosted by CuPy and its `kernels` are the cuda runtime (cuda/runtime.py), an object with the
-same kernel names and signatures as `lib`. An op asks its operand `x._buf.kernels` for the
-kernel and never asks which device it is on, so a later stage adds a device as new files (its
-Buffer, its kernel table) and one entry here, and no op changes.
+memory and its `kernels` are the CPU's runtime (cpu/runtime.py: the C renderer, the C compiler
+driver, the launch, the fixed kernels); the cuda Buffer (cuda/buffer.py) holds GPU memory hosted by
+CuPy and its `kernels` are the cuda runtime (cuda/runtime.py), an object with the same methods.
+realize asks a kernel's output buffer for its runtime and never asks which device it is on, so a
+device is new files (its Buffer, its runtime, its renderer) and one entry here.
 
 `Device.DEFAULT` (tinygrad's name) is where a tensor goes when no device is named; setting it to
 "CUDA" moves a whole program, model parameters included, onto the GPU. CuPy is imported only when
@@ -15,6 +15,11 @@ expression of an `assert`, which `python -O` would skip.
 """
 
 from __future__ import annotations
+
+from .buffer import Buffer
+from .cpu.runtime import cpu_runtime
+from .cuda.buffer import CudaBuffer
+from .cuda.runtime import runtime
 
 ALIASES = {"cpu": "CPU", "clang": "CPU", "c": "CPU", "cuda": "CUDA", "gpu": "CUDA", "cuda:0": "CUDA"}
 
@@ -35,18 +40,18 @@ def canonical(op: str, device: str | None) -> str:
 
 
 def buffer_class(op: str, device: str) -> type:
-    """The Buffer class of a canonical device (imported here: buffer.py itself uses `check`); for
-    CUDA this starts the cuda runtime (CuPy) once, and raises RuntimeError saying what is missing
-    when CuPy or a GPU is not there."""
+    """The Buffer class of a canonical device; for CUDA this starts the cuda runtime (CuPy) once, and
+    raises RuntimeError saying what is missing when CuPy or a GPU is not there."""
     if device == "CPU":
-        from .buffer import Buffer
-
         return Buffer
-    from .cuda.buffer import CudaBuffer
-    from .cuda.runtime import runtime
-
     runtime(op)  # raises here, naming the op, rather than at the first kernel
     return CudaBuffer
+
+
+def runtime_of(op: str, device: str):
+    """The device's runtime (its renderer, compiler and launcher), before any buffer exists: what a
+    Buffer of that device holds as `kernels`."""
+    return cpu_runtime if device == "CPU" else runtime(op)
 
 
 def check_same(op: str, *tensors) -> None:

@@ -48,101 +48,17 @@ from __future__ import annotations
 
 import functools
 import gc
-import time
 import types
 import weakref
-from dataclasses import dataclass, field
 from typing import Any
 
-from . import debug
-
-
-class JitError(RuntimeError):
-    pass
-
-
-@dataclass
-class Capture:
-    """What one call ran, in order; buffers by weak reference, so that the ones the call let go of
-    can be told from the ones something still holds."""
-
-    # ("kernel", device, fn, kernel, [ref]) | ("random" | "iota", kernels, ref, n, dtype)
-    # | ("check", fail, low ref, high, dtype, top ref)
-    steps: list[tuple] = field(default_factory=list)
-    made: dict[weakref.ref, tuple[int, type]] = field(default_factory=dict)  # allocated in the call: nbytes, class
-    what: dict[weakref.ref, str] = field(default_factory=dict)  # what each of those holds, for errors
-    uploads: dict[weakref.ref, str] = field(default_factory=dict)  # copied in from Python in the call: its line
-    readback: str | None = None  # the line of the first value read back to Python
-    assigns: list[weakref.ref] = field(default_factory=list)  # the in-place writes the call asked for
-    rebound: list[weakref.ref] = field(default_factory=list)  # tensors an assign pointed at new values
-    ops: int = 0  # GlobalCounters' sums over the kernels
-    mem: int = 0
-
-
-CAPTURING: list[Capture] = []  # the capture under way (realize.py, random.py and tensor.py report to it)
-
-
-def note_kernel(device, fn, kernel, buffers: list, new: list, ops: int, nbytes: int) -> None:
-    """A kernel ran on `buffers`; `new` are the (buffer, what it holds) it wrote that were allocated for it."""
-    cap = CAPTURING[0]
-    for b, what in new:
-        cap.made[weakref.ref(b)] = (b.nbytes, type(b))
-        cap.what[weakref.ref(b)] = f"{what}, written by {kernel.name}"
-    cap.steps.append(("kernel", device, fn, kernel, [held(b) for b in buffers]))
-    cap.ops += ops
-    cap.mem += nbytes
-
-
-def note_fixed(kind: str, buf, n: int, dtype=None) -> None:
-    """A fixed kernel's output: `random` (n numbers of dtype) or `iota`."""
-    cap = CAPTURING[0]
-    cap.made[weakref.ref(buf)] = (buf.nbytes, type(buf))
-    cap.what[weakref.ref(buf)] = f"{n} numbers from {kind}"
-    cap.steps.append((kind, buf.kernels, held(buf), n, dtype))
-
-
-def held(buf) -> weakref.ref:
-    """A weak reference to buf, hashed now: a dead one cannot be hashed, and the plan looks them up."""
-    ref = weakref.ref(buf)
-    hash(ref)
-    return ref
-
-
-def note_upload(buf) -> None:
-    CAPTURING[0].uploads[weakref.ref(buf)] = user_line()
-
-
-def note_readback() -> None:
-    cap = CAPTURING[0]
-    cap.readback = cap.readback or user_line()
-
-
-def note_check(fail, low_buf, top_buf, high: int, dtype) -> None:
-    """A range check read these bounds (checks.py): a replay reads them again, right where the call did."""
-    CAPTURING[0].steps.append(("check", fail, held(low_buf), high, dtype, held(top_buf)))
-
-
-def user_line() -> str:
-    site = debug.callsite()
-    return "an unknown line" if site is None else f"{site[0]}:{site[1]}"
-
-
-@dataclass
-class Plan:
-    """A capture made replayable: every buffer a slot of a table filled per call."""
-
-    steps: list[tuple]  # ("kernel", device, fn, kernel, [slot]) | ("random"/"iota", kernels, slot, n, dtype)
-    # | ("check", fail, low slot, high, dtype, top slot)
-    fixed: list  # the table's entries that stay: persistent buffers and the plan's own intermediates
-    inputs: dict[int, int]  # slot -> input index
-    fresh: dict[int, tuple[int, type]]  # slot -> (nbytes, class): an output, new every call
-    outputs: Any  # the return value's structure, tensors as (slot, shape tracker, base shape, dtype, device)
-    kernels: int
-    ops: int
-    mem: int
-    peak_bytes: int
-    state_slots: list[int]  # the slots of earlier state (parameters, moments): written in place, never swapped
-    state: list[tuple[int, list, str]] = field(default_factory=list)  # their holders (find_holders)
+from .autograd import GradMode
+from .engine import capture
+from .engine.capture import Capture, JitError
+from .engine.replay import Kept, Plan, make_plan, run_plan
+from .graph.lazy import LazyBuffer
+from .settings import where
+from .tensor import Tensor
 
 
 class TinyJit:
@@ -176,8 +92,6 @@ class TinyJit:
         return bound
 
     def __call__(self, *args, **kwargs):
-        from .tensor import Tensor
-
         args, kwargs = swap_inputs(args, Tensor), swap_inputs(kwargs, Tensor)
         signature, tensors = describe(args, kwargs, Tensor)
         buffers = [t.lazydata.base.buffer for t in tensors]
@@ -195,8 +109,7 @@ class TinyJit:
     def run(self, args, kwargs, Tensor) -> tuple[Any, Capture]:
         """Call the function under a capture, then realize what it returns and every assign it made and
         left pending (BatchNorm's running statistics, which nothing else reads): a replay runs them all."""
-        cap = Capture()
-        CAPTURING.append(cap)
+        cap = capture.start()
         try:
             ret = self.fn(*args, **kwargs)
             outs = flatten_outputs(ret, Tensor, getattr(self.fn, "__name__", "the function"))
@@ -206,7 +119,7 @@ class TinyJit:
             if outs or pending:
                 Tensor.realize(*outs, *pending)
         finally:
-            CAPTURING.pop()
+            capture.stop()
         return ret, cap
 
     def check(self, signature: list) -> None:
@@ -233,45 +146,8 @@ class TinyJit:
         return result
 
     def replay(self, inputs: list, Tensor):
-        from .realize import GlobalCounters, debug_level  # (realize.py imports this module)
-
-        plan = self.plan
-        start = time.perf_counter()
-        table = list(plan.fixed)
-        for slot, i in plan.inputs.items():
-            table[slot] = inputs[i]
-        for slot, (nbytes, cls) in plan.fresh.items():
-            table[slot] = cls(nbytes)
-        for step in plan.steps:
-            if step[0] == "kernel":
-                _, device, fn, kernel, slots = step
-                device.launch(fn, kernel, [table[s] for s in slots])
-            else:
-                kind, kernels, slot, n, dtype, *top_slot = step
-                buf = table[slot]
-                if kind == "check":  # kernels is the check's error (checks.py)
-                    low, top = int(buf.to_numpy(0, 1, dtype)[0]), int(table[top_slot[0]].to_numpy(0, 1, dtype)[0])
-                    if low < 0 or top >= n:
-                        raise kernels(low, top)
-                    continue
-                if kind == "random":
-                    from .random import RandomState
-
-                    state = RandomState
-                    status = kernels.rand_uniform(dtype.code, buf.ptr(0, dtype), n, state.seed, state.counter)
-                    state.counter = (state.counter + n) & 0xFFFFFFFFFFFFFFFF
-                else:
-                    status = kernels.iota(buf.address, n)
-                if status != 0:
-                    raise RuntimeError(f"TinyJit: the fixed kernel {kind} failed (status {status})")
-        elapsed = time.perf_counter() - start
-        GlobalCounters.kernel_count += plan.kernels
-        GlobalCounters.global_ops += plan.ops
-        GlobalCounters.global_mem += plan.mem
-        GlobalCounters.time_sum += elapsed
-        if debug_level() >= 1:
-            print(f"jit: replayed {plan.kernels} kernels in {elapsed * 1e3:.2f} ms")
-        return thaw(plan.outputs, lambda slot: table[slot], Tensor)
+        table = run_plan(self.plan, inputs)
+        return thaw(self.plan.outputs, lambda slot: table[slot], Tensor)
 
 
 def whole(t) -> bool:
@@ -311,7 +187,7 @@ def find_holders(plan: Plan, Tensor) -> list[tuple[int, list, str]]:
             slot = slots.get(id(base.buffer)) if base.buffer is not None else None
             if slot is not None:
                 holders[slot].append(weakref.ref(obj))
-                what.setdefault(slot, f"a {base.dtype.name} tensor of shape {base.shape} made at {debug.where(base)}")
+                what.setdefault(slot, f"a {base.dtype.name} tensor of shape {base.shape} made at {where(base)}")
     return [(s, refs, what[s]) for s, refs in holders.items() if refs]
 
 
@@ -342,8 +218,6 @@ def check_state(plan: Plan, name: str) -> None:
 
 
 def grad_enabled() -> bool:
-    from .autograd import GradMode
-
     return GradMode.enabled
 
 
@@ -418,135 +292,14 @@ def freeze(ret, Tensor):
 
 def thaw(frozen, buffer_of, Tensor, live: bool = False):
     """Tensors again, over the buffers `buffer_of(slot)` gives (the frozen buffer itself when live)."""
-    from .lazy import LazyBuffer
-
     if frozen is None:
         return None
     if frozen[0] == "tensor":
         _, ref, st, shape, dtype, device = frozen
-        buf = ref if live else ref.buf if isinstance(ref, _Kept) else buffer_of(ref)
+        buf = ref if live else ref.buf if isinstance(ref, Kept) else buffer_of(ref)
         base = LazyBuffer.from_buffer(buf, shape, dtype, device)
         return Tensor._make(base if st is None else base._view(st))
     kind, items = frozen
     if kind is dict:
         return {k: thaw(v, buffer_of, Tensor, live) for k, v in items.items()}
     return kind(thaw(v, buffer_of, Tensor, live) for v in items)
-
-
-def make_plan(cap: Capture, inputs: list, structure, name: str) -> Plan:
-    """The capture as slots. A buffer the call read is one of: an input (swapped in per call); one a
-    kernel of the call made that is returned (new per call) or that died with the call (the plan's
-    own, planned by lifetime); or one from before the call that is still alive (persistent state,
-    written in place). Anything else makes a replay wrong, and raises."""
-    if cap.readback is not None:
-        raise JitError(f"TinyJit({name}): reads a value back to Python (.item(), .numpy()) at {cap.readback}; "
-                       "a replay runs no Python, so that value and whatever it decided would be frozen. "
-                       "Return the tensor and read it after the call")
-    for r in cap.assigns:
-        node = r()
-        if node is not None and node.buffer is None and node.target is not None:
-            raise JitError(f"TinyJit({name}): an assign made at {debug.where(node)} was not realized inside the "
-                           "call; a replay runs only what the call ran. Realize the assigned tensor before returning")
-    slot_of: dict[weakref.ref, int] = {}
-    first, last = {}, {}
-    steps = []
-    for i, step in enumerate(cap.steps):
-        refs = step[4] if step[0] == "kernel" else [step[2], step[5]] if step[0] == "check" else [step[2]]
-        for r in refs:
-            if r in cap.uploads:
-                raise JitError(f"TinyJit({name}): uses data copied in from Python inside the call ({cap.uploads[r]}); "
-                               "a replay would use the captured copy forever. Pass it as an argument, or keep it "
-                               "in a tensor made outside and updated with assign")
-            slot = slot_of.setdefault(r, len(slot_of))
-            first.setdefault(slot, i)
-            last[slot] = i
-        if step[0] == "kernel":
-            steps.append((*step[:4], [slot_of[r] for r in refs]))
-        else:
-            steps.append((step[0], step[1], slot_of[step[2]], step[3], step[4], *(slot_of[r] for r in refs[1:])))
-    returned = set()
-    collect_buffers(structure, returned)
-    input_ids = {id(b): i for i, b in reversed(list(enumerate(inputs)))}
-    fixed: list = [None] * len(slot_of)
-    plan_inputs, fresh, temporary, state = {}, {}, {}, []
-    for r, slot in slot_of.items():
-        buf = r()
-        if buf is not None and id(buf) in input_ids:
-            plan_inputs[slot] = input_ids[id(buf)]
-        elif r in cap.made and buf is not None and id(buf) in returned:
-            fresh[slot] = cap.made[r]
-        elif r in cap.made and buf is None:
-            temporary[slot] = cap.made[r]
-        elif r in cap.made:
-            raise JitError(f"TinyJit({name}): a tensor made inside the call ({cap.what[r]}) is still held after "
-                           "it and is not returned: state kept by rebinding a name (x = x + 1) instead of "
-                           "x.assign(x + 1), or gradients not zeroed inside the step. A replay would not update it")
-        elif buf is None:
-            step = cap.steps[first[slot]]
-            by = f" (first read by {step[3].name})" if step[0] == "kernel" else ""
-            raise JitError(f"TinyJit({name}): the call dropped a buffer of earlier state that its kernels read{by} "
-                           "(state replaced instead of updated with assign); a replay would read stale values")
-        else:
-            fixed[slot] = buf
-            state.append(slot)
-    peak = plan_memory(temporary, first, last, fixed)
-    kernels = sum(s[0] == "kernel" for s in cap.steps)
-    outputs = map_structure(structure, {id(r()): s for r, s in slot_of.items() if r() is not None})
-    return Plan(steps, fixed, plan_inputs, fresh, outputs, kernels, cap.ops, cap.mem, peak, state)
-
-
-def collect_buffers(frozen, out: set) -> None:
-    if frozen is None:
-        return
-    if frozen[0] == "tensor":
-        out.add(id(frozen[1]))
-        return
-    for v in (frozen[1].values() if frozen[0] is dict else frozen[1]):
-        collect_buffers(v, out)
-
-
-def map_structure(frozen, slots: dict):
-    """The frozen return value with each buffer replaced by its slot (or kept, when no kernel of the
-    call touched it: a returned input or parameter that nothing wrote)."""
-    if frozen is None:
-        return None
-    if frozen[0] == "tensor":
-        _, buf, *rest = frozen
-        return ("tensor", slots.get(id(buf), _Kept(buf)), *rest)
-    kind, items = frozen
-    if kind is dict:
-        return (kind, {k: map_structure(v, slots) for k, v in items.items()})
-    return (kind, [map_structure(v, slots) for v in items])
-
-
-class _Kept:
-    """A returned buffer outside the plan's table."""
-
-    def __init__(self, buf):
-        self.buf = buf
-
-
-def plan_memory(temporary: dict, first: dict, last: dict, fixed: list) -> int:
-    """Give each buffer that lives only inside a call memory of its own or memory a finished one of
-    the same size and class gave back (greedy, in the order the buffers appear); returns the bytes
-    allocated. The steps run in order, so a buffer whose last use came before another's first can
-    hand it over."""
-    free: dict[tuple[int, type], list] = {}
-    ending: list[tuple[int, int]] = sorted((last[s], s) for s in temporary)
-    held: dict[int, Any] = {}
-    total = 0
-    for slot in sorted(temporary, key=lambda s: first[s]):
-        while ending and ending[0][0] < first[slot]:
-            _, done = ending.pop(0)
-            if done in held:
-                free.setdefault(temporary[done], []).append(held.pop(done))
-        nbytes, cls = temporary[slot]
-        pool = free.get((nbytes, cls))
-        if pool:
-            buf = pool.pop()
-        else:
-            buf = cls(nbytes)
-            total += nbytes
-        held[slot] = buf
-        fixed[slot] = buf
-    return total

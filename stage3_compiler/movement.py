@@ -11,10 +11,10 @@ from typing import Self
 
 import numpy as np
 
-from . import checks
 from .autograd import record
 from .device import check_same
 from .dtype import dtypes
+from .engine import checks
 from .hooks import TensorCore
 from .ops import Ops
 from .shape import MAX_DIMS, broadcast_shapes, normalize_axes, normalize_axis, prod, resolve_reshape

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import time
 
-from . import jit
 from .buffer import Buffer
 from .device import check
 from .dtype import DType
+from .engine import capture
 
 
 class RandomState:
@@ -25,9 +25,13 @@ def uniform_buffer(n: int, dtype: DType, buffer: type = Buffer) -> Buffer:
     """n uniform numbers in [0, 1) of a float dtype, the next n of the stream, in a `buffer` (the
     device's Buffer class): every device draws the same numbers for the same seed."""
     buf = buffer(n * dtype.itemsize)
+    draw(buf, n, dtype)
+    if capture.CAPTURING:  # a replay draws the next n again (engine/capture.py)
+        capture.note_fixed(buf, f"{n} random numbers", lambda out: draw(out, n, dtype))
+    return buf
+
+
+def draw(buf, n: int, dtype: DType) -> None:
     check(buf.kernels.rand_uniform(dtype.code, buf.ptr(0, dtype), n, RandomState.seed, RandomState.counter),
           "rand_uniform", "rand")
     RandomState.counter = (RandomState.counter + n) & 0xFFFFFFFFFFFFFFFF
-    if jit.CAPTURING:  # a replay draws the next n again (jit.py)
-        jit.note_fixed("random", buf, n, dtype)
-    return buf

@@ -16,18 +16,19 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from . import checks, jit, random, threads
+from . import random, threads
 from .autograd import AutogradMixin, check_requires_grad, record
 from .convolution import ConvolutionMixin
 from .device import buffer_class, canonical, check
 from .division import DivisionMixin
 from .dtype import DType, dtypes, to_dtype
 from .elementwise import ElementwiseMixin
+from .engine import capture, checks
+from .engine.realize import realize
 from .functional import FunctionalMixin
-from .lazy import LazyBuffer
+from .graph.lazy import LazyBuffer
 from .movement import MovementMixin
 from .ops import Ops
-from .realize import realize
 from .reduce import ReduceMixin
 from .sampling import SamplingMixin
 from .scatter import ScatterMixin
@@ -102,8 +103,8 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
             self._setup(LazyBuffer.const(arr.item(), dtype, device), requires_grad)
             return
         buf = buffer_class("Tensor", device).from_numpy(arr)
-        if jit.CAPTURING:
-            jit.note_upload(buf)
+        if capture.CAPTURING:  # a replay would use this copy forever: TinyJit refuses it
+            capture.note_upload(buf)
         self._setup(LazyBuffer.from_buffer(buf, shape, dtype, device), requires_grad)
 
     def _setup(self, lazydata: LazyBuffer, requires_grad: bool | None = None) -> None:
@@ -217,8 +218,9 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
     def _iota(n: int, device: str) -> Tensor:
         buf = buffer_class("arange", device)(n * 8)
         check(buf.kernels.iota(buf.address, n), "iota", "arange")
-        if jit.CAPTURING:
-            jit.note_fixed("iota", buf, n)
+        if capture.CAPTURING:  # a replay runs it again (engine/capture.py)
+            capture.note_fixed(buf, f"{n} numbers from iota",
+                               lambda out: check(out.kernels.iota(out.address, n), "iota", "arange"))
         return Tensor._whole(buf, (n,), dtypes.int64, device)
 
     @staticmethod
@@ -315,8 +317,8 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
 
     def numpy(self) -> np.ndarray:
         x = self.contiguous().realize()
-        if jit.CAPTURING:
-            jit.note_readback()
+        if capture.CAPTURING:  # a replay runs no Python: TinyJit refuses it
+            capture.note_readback()
         return x.lazydata.realized.to_numpy(0, x.numel(), x.dtype).reshape(x.shape)
 
     def item(self):
@@ -349,7 +351,7 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
         return record(out, Ops.COPY, (self,))
 
     def _check_range(self, high: int, fail) -> None:
-        checks.check_later(self, high, fail)  # the graph stays lazy: the next realize checks (checks.py)
+        checks.check_later(self, high, fail)  # the graph stays lazy: the next realize checks (engine/checks.py)
 
     def realize(self, *others: Tensor) -> Tensor:
         """Compute self and others now, in one schedule (tinygrad's `Tensor.realize(*grads)`)."""

@@ -1,5 +1,5 @@
-"""The cuda runtime: what realize asks of a device (a renderer, `compile`, `launch`) and what a
-Buffer's `kernels` answer (the random stream and iota), on a backend that owns memory, compilation
+"""The cuda runtime, CUDARuntime: what realize asks of a device (a renderer, `compile`, `launch`) and
+what a Buffer's `kernels` answer (the random stream and iota), on a backend that owns memory, compilation
 and launches:
 
     alloc(nbytes) -> object with .ptr     upload(ptr, array)        download(ptr, nbytes) -> uint8 array
@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..lower import Kernel
-from ..runtime import CompileError
+from ..codegen.program import CompileError, Program
+from .backend import CupyBackend  # (CuPy itself is imported when the first cuda tensor is made)
 from .renderer import CUDARenderer, output_size
 
 THREADS = 128  # per block for the grid-stride kernels; any grid is correct, this one is ordinary
 MAX_BLOCKS = 65535  # enough blocks to fill any GPU; the grid-stride loops cover the rest
 
-# The CPU's two fixed kernels (runtime.py's HOST_SOURCE), the same numbers, each thread its entries.
+# The CPU's two fixed kernels (cpu/runtime.py's FIXED_SOURCE), the same numbers, each thread its entries.
 FIXED_SOURCE = r"""
 __device__ __forceinline__ unsigned long long mix64(unsigned long long z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -49,7 +49,7 @@ extern "C" __global__ void iota(long long *out, long long n) {
 RAND = {3: "rand_f32", 4: "rand_f64"}  # dtype code (dtype.py) -> kernel
 
 
-class Runtime:
+class CUDARuntime:
     def __init__(self, backend):
         self.backend = backend
         self.renderer = CUDARenderer()
@@ -73,9 +73,9 @@ class Runtime:
         """NVRTC compiles in-process and fast: one at a time."""
         return [self.compile(source, name) for source, name in kernels]
 
-    def launch(self, fn, kernel: Kernel, buffers: list) -> None:
-        """Run a rendered kernel over its output: buffers in the kernel's argument order (output first)."""
-        self._launch(fn, output_size(kernel), [np.uint64(b.address) for b in buffers])
+    def launch(self, program: Program, buffers: list) -> None:
+        """Run a compiled kernel over its output: buffers in the kernel's argument order (outputs first)."""
+        self._launch(program.fn, output_size(program.kernel), [np.uint64(b.address) for b in buffers])
 
     def _launch(self, fn, n: int, args: list) -> None:
         if n > 0:  # a grid of zero blocks is an error in CUDA; nothing to do anyway
@@ -112,14 +112,12 @@ def use_backend(backend) -> None:
     _state["backend"] = backend
 
 
-def runtime(op: str = "cuda") -> Runtime:
-    """The process's Runtime, started on first use (CupyBackend unless use_backend chose another)."""
+def runtime(op: str = "cuda") -> CUDARuntime:
+    """The process's CUDARuntime, started on first use (CupyBackend unless use_backend chose another)."""
     rt = _state["runtime"]
     if rt is None:
         backend = _state["backend"]
         if backend is None:
-            from .backend import CupyBackend
-
             backend = CupyBackend(op)
-        rt = _state["runtime"] = Runtime(backend)
+        rt = _state["runtime"] = CUDARuntime(backend)
     return rt

@@ -23,10 +23,11 @@ import numpy as np
 import pytest
 
 from .. import Device, GlobalCounters, Tensor, dtypes, nn, optim
-from ..cuda.renderer import CUDARenderer, index_lines, split_output_loops
-from ..lower import lower
-from ..runtime import CompileError
-from ..schedule import create_schedule
+from ..codegen.lower import lower
+from ..codegen.program import CompileError
+from ..codegen.uops import UOps
+from ..cuda.renderer import CUDARenderer, output_loops
+from ..engine.schedule import create_schedule
 
 REPO = Path(__file__).resolve().parents[2]
 STAGE = Path(__file__).resolve().parents[1].name
@@ -55,9 +56,9 @@ def _run(code: str) -> subprocess.CompletedProcess:
 
 
 def _kernel(t: Tensor):
-    """The last kernel of t's schedule, lowered (on the CPU: rendering needs no device)."""
+    """The last kernel of t's schedule, lowered for the GPU (rendering needs no device)."""
     items = create_schedule([t.lazydata])
-    return lower(items[-1], {id(i.root) for i in items})
+    return lower(items[-1], {id(i.root) for i in items}, CUDARenderer())
 
 
 # ---- the renderer: no device needed ----
@@ -74,8 +75,8 @@ def test_a_kernel_is_declared_for_the_gpu_and_walks_its_output_by_grid_stride():
 
 
 def test_index_lines_recover_every_loop_index():
-    loops = [("gidx0", 2), ("gidx1", 3), ("gidx2", 4)]
-    lines = [line.strip() for line in index_lines(loops, "")]
+    source = CUDARenderer().render(_kernel(Tensor(np.ones((2, 3, 4), np.float32)) * 2))
+    lines = [line.strip() for line in source.splitlines() if line.strip().startswith("long long gidx")]
     assert lines == ["long long gidx0 = gid / 12;", "long long gidx1 = (gid / 4) % 3;", "long long gidx2 = gid % 4;"]
     seen = set()
     for gid in range(24):  # the C expressions read as Python on non-negative ints
@@ -90,10 +91,9 @@ def test_index_lines_recover_every_loop_index():
 def test_reduce_loops_stay_inside_the_thread():
     x = Tensor(np.ones((5, 7), np.float32))  # odd sizes: no axis is upcast (lower.py), one loop per dim
     kernel = _kernel(x.sum(1))
-    loops, body = split_output_loops(kernel.uops)
-    assert loops == [("gidx0", 5)]
-    assert [u.arg[0] for u in body if u.op == "RANGE"] == ["ridx1"]
-    assert sum(u.op == "ENDRANGE" for u in body) == 1
+    assert [(loop.var, loop.extent) for loop in output_loops(kernel)] == [("gidx0", 5)]
+    assert [u.arg.var for u in kernel.uops if u.op is UOps.RANGE] == ["ridx1"]
+    assert sum(u.op is UOps.ENDRANGE for u in kernel.uops) == 1
     assert "for (long long ridx1 = 0; ridx1 < 7; ridx1++) {" in CUDARenderer().render(kernel)
 
 

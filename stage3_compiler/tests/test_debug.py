@@ -12,7 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from .. import GlobalCounters, Tensor, debug, runtime
+from .. import GlobalCounters, Tensor
+from ..cpu import compiler as runtime
+from ..engine import debug
 
 HERE = Path(__file__).resolve()
 
@@ -162,7 +164,7 @@ def test_sanitize_flags_key_the_cache(monkeypatch):
 
 OVERFLOW = """
 from stage3_compiler.buffer import Buffer
-from stage3_compiler.runtime import compile_c
+from stage3_compiler.cpu.compiler import compile_c
 import ctypes
 buf = Buffer(4 * 8)
 overflow = compile_c("void overflow(float *x) { for (int i = 0; i <= 8; i++) x[i] = 1.0f; }", "overflow")

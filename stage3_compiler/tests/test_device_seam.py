@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from .. import Tensor, dtypes
-from ..runtime import CompileError, compile_c
+from ..codegen.program import CompileError
+from ..cpu.compiler import compile_c
 
 STAGE = Path(__file__).resolve().parents[1].name
 

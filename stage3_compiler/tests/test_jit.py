@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from .. import GlobalCounters, JitError, Tensor, TinyJit, nn, optim
-from .. import realize as realize_module
+from ..engine import realize as realize_module
 
 RNG = np.random.default_rng(0)
 BATCHES = [(RNG.standard_normal((6, 8)).astype(np.float32), RNG.integers(0, 5, 6)) for _ in range(6)]

@@ -197,7 +197,7 @@ def test_training_steps_compile_once_even_when_clipping_and_the_lr_change():
     held in buffers, not written into kernels as constants: after the first steps, a step compiles
     nothing (a kernel a step would also exhaust the process's memory maps over a long run)."""
     from .. import nn, optim
-    from ..realize import KERNELS
+    from ..engine.realize import PROGRAMS
 
     Tensor.manual_seed(0)
     layer = nn.Linear(8, 4)
@@ -213,5 +213,5 @@ def test_training_steps_compile_once_even_when_clipping_and_the_lr_change():
         opt.lr = 1e-2 / (step + 1)
         opt.step()
         opt.zero_grad()
-        sizes.append(len(KERNELS))
+        sizes.append(len(PROGRAMS))
     assert sizes[2] == sizes[3] == sizes[4], sizes

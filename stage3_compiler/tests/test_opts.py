@@ -1,5 +1,5 @@
-"""Kernel options (opts.py), BEAM search (search.py) and compiling a realize's kernels together
-(runtime.compile_kernels): every option list computes the same bits as no options (SPLIT: the
+"""Kernel options (codegen/opts.py), BEAM search (engine/search.py) and compiling a realize's kernels
+together (cpu/compiler.compile_kernels): every option list computes the same bits as no options (SPLIT: the
 same bits for a max, a reordered sum for a sum), a list that does not fit the kernel is refused
 by name, the heuristics' choices, a second BEAM run searches nothing, and a batch of kernels
 builds as one library per core."""
@@ -10,12 +10,22 @@ import json
 import numpy as np
 import pytest
 
-from .. import Tensor, realize, runtime, search
+from .. import Tensor
+from ..codegen.heuristics import heuristic_opts
+from ..codegen.lower import lower
+from ..codegen.opts import Opt, OptError, OptOps, apply_opts
+from ..codegen.program import Program
+from ..cpu import compiler as runtime
+from ..cpu.runtime import cpu_runtime
+from ..cuda.renderer import CUDARenderer
+from ..device import buffer_class
 from ..dtype import dtypes
-from ..lower import lower
-from ..opts import Opt, OptError, apply_opts, heuristic_opts
-from ..schedule import create_schedule
+from ..engine import realize, search
+from ..engine.schedule import create_schedule
+from ..settings import beam_width
 from ..threads import get_num_threads, set_num_threads
+
+CPU, CUDA = cpu_runtime.renderer, CUDARenderer()
 
 
 def rand(*shape, seed=0):
@@ -24,29 +34,36 @@ def rand(*shape, seed=0):
 
 def last_item(t: Tensor):
     items = create_schedule([t.lazydata])
-    for item in items[:-1]:  # realize what the last kernel reads (a transposed or padded copy)
-        realize.run_item(item, {id(o) for it in items for o in it.outputs})
-    return items[-1], {id(o) for it in items for o in it.outputs}
+    stored = {id(o) for it in items for o in it.outputs}
+    for job in realize.identify(items[:-1], stored):  # realize what the last kernel reads (a transposed copy)
+        realize.run_job(job, stored)
+    return items[-1], stored
+
+
+def launch(kernel, out) -> None:
+    """Compile the kernel on the CPU and run it into `out`, on the buffers it loads."""
+    source = CPU.render(kernel)
+    program = Program(kernel, source, cpu_runtime.compile(source, kernel.name), [])
+    cpu_runtime.launch(program, [out] + [b.base.buffer for b in kernel.buffers[kernel.outputs:]])
 
 
 def run_with(item, stored, opts):
     """The kernel's output with these options, as float32 bits."""
-    device = realize.device_kernels("CPU")
-    kernel = lower(item, stored, tuple(opts))
-    fn = device.compile(device.renderer.render(kernel), kernel.name)
-    out = realize.buffer_class("test", "CPU")(4 * int(np.prod(item.root.shape)))
-    device.launch(fn, kernel, [out] + [b.base.buffer for b in kernel.buffers[kernel.outputs:]])
+    kernel = lower(item, stored, CPU, tuple(opts))
+    out = buffer_class("test", "CPU")(4 * int(np.prod(item.root.shape)))
+    launch(kernel, out)
     return out.to_numpy(0, int(np.prod(item.root.shape)), dtypes.float32).view(np.uint32).copy()
 
 
 MATMUL_OPTS = [
-    [Opt("UPCAST", 1, 4)],
-    [Opt("UPCAST", 0, 8), Opt("UPCAST", 1, 16)],
-    [Opt("UPCAST", 1, 16), Opt("UPCAST", 0, 2), Opt("UPCAST", 0, 2)],  # two on one axis compose
-    [Opt("UNROLL", 2, 4)],
-    [Opt("UPCAST", 1, 16), Opt("UNROLL", 2, 8), Opt("BLOCK", 1, 2)],
-    [Opt("BLOCK", 0, 4), Opt("BLOCK", 1, 8), Opt("THREAD", 0, 2)],
-    [Opt("UPCAST", 1, 16), Opt("UPCAST", 0, 4), Opt("THREAD", 0, 3)],  # 3 threads over 8 passes: uneven slices
+    [Opt(OptOps.UPCAST, 1, 4)],
+    [Opt(OptOps.UPCAST, 0, 8), Opt(OptOps.UPCAST, 1, 16)],
+    [Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.UPCAST, 0, 2)],  # two on one axis compose
+    [Opt(OptOps.UNROLL, 2, 4)],
+    [Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.UNROLL, 2, 8), Opt(OptOps.BLOCK, 1, 2)],
+    [Opt(OptOps.BLOCK, 0, 4), Opt(OptOps.BLOCK, 1, 8), Opt(OptOps.THREAD, 0, 2)],
+    # 3 threads over 8 passes: uneven slices
+    [Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.THREAD, 0, 3)],
 ]
 
 
@@ -61,13 +78,14 @@ def test_options_on_a_reduction_with_a_fused_elementwise_reader():
     x = rand(6, 40, 24)
     item, stored = last_item((x.exp() * 2).sum(axis=1).sqrt())  # the sum over 40 sits inside the sqrt's kernel
     plain = run_with(item, stored, ())
-    for opts in ([Opt("UNROLL", 1, 8)], [Opt("UPCAST", 1, 8), Opt("UNROLL", 1, 5)], [Opt("THREAD", 0, 2)]):
+    for opts in ([Opt(OptOps.UNROLL, 1, 8)], [Opt(OptOps.UPCAST, 1, 8), Opt(OptOps.UNROLL, 1, 5)],
+                 [Opt(OptOps.THREAD, 0, 2)]):
         assert run_with(item, stored, opts).tolist() == plain.tolist(), opts
 
 
-@pytest.mark.parametrize("opts", [[Opt("SPLIT", 2, 8)], [Opt("SPLIT", 2, 4), Opt("UNROLL", 2, 2)],
-                                  [Opt("SPLIT", 2, 16), Opt("THREAD", 0, 2)],
-                                  [Opt("SPLIT", 2, 2), Opt("UPCAST", 1, 4)]],
+@pytest.mark.parametrize("opts", [[Opt(OptOps.SPLIT, 2, 8)], [Opt(OptOps.SPLIT, 2, 4), Opt(OptOps.UNROLL, 2, 2)],
+                                  [Opt(OptOps.SPLIT, 2, 16), Opt(OptOps.THREAD, 0, 2)],
+                                  [Opt(OptOps.SPLIT, 2, 2), Opt(OptOps.UPCAST, 1, 4)]],
                          ids=lambda o: "_".join(map(str, o)))
 def test_split_partials_give_a_max_bit_for_bit_and_a_sum_reordered(opts):
     x = rand(6, 8, 48)
@@ -79,84 +97,82 @@ def test_split_partials_give_a_max_bit_for_bit_and_a_sum_reordered(opts):
     got = run_with(item, stored, opts).view(np.float32).reshape(6, 8)
     want = np.sqrt((np.exp(x.numpy().astype(np.float64)) * 2).sum(axis=-1))
     np.testing.assert_allclose(got, want, rtol=2e-6)
-    assert f"_S{opts[0].amount}" in lower(item, stored, tuple(opts)).name
+    assert f"_S{opts[0].amount}" in lower(item, stored, CPU, tuple(opts)).name
 
 
 def test_split_sums_ints_and_bools_exactly():
     x = Tensor(np.random.default_rng(0).integers(-2**40, 2**40, (5, 64)))
     item, stored = last_item(x.sum(axis=-1))
     want = x.numpy().sum(axis=-1)
-    device = realize.device_kernels("CPU")
-    kernel = lower(item, stored, (Opt("SPLIT", 1, 8),))
-    fn = device.compile(device.renderer.render(kernel), kernel.name)
-    out = realize.buffer_class("test", "CPU")(8 * 5)
-    device.launch(fn, kernel, [out] + [b.base.buffer for b in kernel.buffers[kernel.outputs:]])
+    kernel = lower(item, stored, CPU, (Opt(OptOps.SPLIT, 1, 8),))
+    out = buffer_class("test", "CPU")(8 * 5)
+    launch(kernel, out)
     assert out.to_numpy(0, 5, dtypes.int64).tolist() == want.tolist()
     flags = Tensor(np.arange(5 * 64).reshape(5, 64) % 97 == 3)
     assert flags.max(axis=-1).numpy().tolist() == (np.arange(5 * 64).reshape(5, 64) % 97 == 3).any(axis=-1).tolist()
 
 
 @pytest.mark.parametrize("opts,message", [
-    ([Opt("SPLIT", 0, 2)], "not the innermost reduced axis"),
-    ([Opt("SPLIT", 2, 5)], "do not divide the reduce axis"),
-    ([Opt("SPLIT", 2, 4), Opt("UNROLL", 2, 16)], "do not divide the reduce axis"),
-    ([Opt("SPLIT", 2, 2), Opt("SPLIT", 2, 2)], "split already"),
-    ([Opt("SPLIT", 2, 16), Opt("UPCAST", 1, 32)], "more than 256 accumulators"),
+    ([Opt(OptOps.SPLIT, 0, 2)], "not the innermost reduced axis"),
+    ([Opt(OptOps.SPLIT, 2, 5)], "do not divide the reduce axis"),
+    ([Opt(OptOps.SPLIT, 2, 4), Opt(OptOps.UNROLL, 2, 16)], "do not divide the reduce axis"),
+    ([Opt(OptOps.SPLIT, 2, 2), Opt(OptOps.SPLIT, 2, 2)], "split already"),
+    ([Opt(OptOps.SPLIT, 2, 16), Opt(OptOps.UPCAST, 1, 32)], "more than 256 accumulators"),
 
-    ([Opt("UPCAST", 1, 5)], "do not divide"),
-    ([Opt("UPCAST", 0, 8), Opt("UPCAST", 1, 64)], "exceed 256"),
-    ([Opt("UNROLL", 0, 2)], "not the innermost reduced axis"),
-    ([Opt("UNROLL", 2, 5)], "do not divide the reduce axis"),
-    ([Opt("BLOCK", 1, 64)], "must divide the loop"),
-    ([Opt("THREAD", 0, 2), Opt("THREAD", 0, 2)], "threaded already"),
-    ([Opt("UPCAST", 0, 32), Opt("UPCAST", 1, 8), Opt("THREAD", 0, 16)], "fewer than its threads"),
-    ([Opt("LOCAL", 0, 4)], "not built"),
-    ([Opt("UPCAST", 3, 2)], "outside the output's 3 axes"),
+    ([Opt(OptOps.UPCAST, 1, 5)], "do not divide"),
+    ([Opt(OptOps.UPCAST, 0, 8), Opt(OptOps.UPCAST, 1, 64)], "exceed 256"),
+    ([Opt(OptOps.UNROLL, 0, 2)], "not the innermost reduced axis"),
+    ([Opt(OptOps.UNROLL, 2, 5)], "do not divide the reduce axis"),
+    ([Opt(OptOps.BLOCK, 1, 64)], "must divide the loop"),
+    ([Opt(OptOps.THREAD, 0, 2), Opt(OptOps.THREAD, 0, 2)], "threaded already"),
+    ([Opt(OptOps.UPCAST, 0, 32), Opt(OptOps.UPCAST, 1, 8), Opt(OptOps.THREAD, 0, 16)], "fewer than its threads"),
+    ([Opt(OptOps.LOCAL, 0, 4)], "not built"),
+    ([Opt(OptOps.UPCAST, 3, 2)], "outside the output's 3 axes"),
 ])
 def test_an_option_that_does_not_fit_is_refused_by_name(opts, message):
     item, _ = last_item(rand(32, 48) @ rand(48, 64, seed=1))
     with pytest.raises(OptError, match=message):
-        apply_opts(item, opts)
+        apply_opts(item, opts, CPU)
 
 
-def test_an_unknown_option_name_is_refused():
-    with pytest.raises(OptError, match="unknown option 'TILE'"):
-        Opt("TILE", 0, 2)
+def test_an_option_is_an_optops_member():
+    with pytest.raises(OptError, match="unknown option 'UPCAST'"):
+        Opt("UPCAST", 0, 2)  # a string, not OptOps.UPCAST
 
 
 def test_the_gpu_takes_no_cpu_loop_options():
     item, _ = last_item(rand(32, 48) @ rand(48, 64, seed=1))
-    for opt in (Opt("THREAD", 0, 2), Opt("BLOCK", 0, 2)):
+    for opt in (Opt(OptOps.THREAD, 0, 2), Opt(OptOps.BLOCK, 0, 2)):
         with pytest.raises(OptError, match="CUDA"):
-            apply_opts(item, [opt], "CUDA")
-    assert apply_opts(item, [Opt("UPCAST", 1, 8)], "CUDA").upcast == {1: 8}
+            apply_opts(item, [opt], CUDA)
+    assert apply_opts(item, [Opt(OptOps.UPCAST, 1, 8)], CUDA).upcast == {1: 8}
 
 
 def test_heuristics_tile_a_matmul_and_thread_only_big_kernels():
     big, _ = last_item(rand(128, 64) @ rand(64, 128, seed=1))
-    opts = heuristic_opts(big, "CPU", 2)
-    assert [o.op for o in opts] == ["UPCAST", "UPCAST", "THREAD"]
-    assert heuristic_opts(big, "CPU", 1)[-1].op == "UPCAST"  # one thread: no THREAD
+    opts = heuristic_opts(big, CPU, 2)
+    assert [o.op for o in opts] == [OptOps.UPCAST, OptOps.UPCAST, OptOps.THREAD]
+    assert heuristic_opts(big, CPU, 1)[-1].op is OptOps.UPCAST  # one thread: no THREAD
     small, _ = last_item(rand(8, 8) + 1)
-    assert heuristic_opts(small, "CPU", 2) == ()  # 64 entries do not pay for waking a thread
+    assert heuristic_opts(small, CPU, 2) == ()  # 64 entries do not pay for waking a thread
 
 
 def test_heuristics_split_a_row_reduction_read_along_memory():
     x = rand(12, 64, 128)
     for t in (x.max(axis=-1), (x - 1).exp().sum(axis=-1), (x * x).mean(axis=-1)):
         item, _ = last_item(t)
-        assert heuristic_opts(item, "CPU", 1) == (Opt("SPLIT", 2, 8),)
-        assert all(o.op != "SPLIT" for o in heuristic_opts(item, "CUDA", 1))  # CPU vectors only
+        assert heuristic_opts(item, CPU, 1) == (Opt(OptOps.SPLIT, 2, 8),)
+        assert all(o.op is not OptOps.SPLIT for o in heuristic_opts(item, CUDA, 1))  # CPU vectors only
     products = x.reshape(12, 64, 1, 128) * rand(12, 1, 64, 128, seed=1)  # q @ k.T: dot products along memory
     dots, _ = last_item(products.sum(axis=-1))
-    assert heuristic_opts(dots, "CPU", 1) == (Opt("SPLIT", 3, 8),)
+    assert heuristic_opts(dots, CPU, 1) == (Opt(OptOps.SPLIT, 3, 8),)
     across, _ = last_item(x.permute(0, 2, 1).max(axis=-1))  # the summed axis is 128 floats apart in memory
     columns, _ = last_item(x.sum(axis=1))  # a realized tensor summed along an outer axis
     odd, _ = last_item(rand(12, 78).sum(axis=-1))  # 78 terms: not a multiple of 8
     for item in (across, columns, odd):
-        assert all(o.op != "SPLIT" for o in heuristic_opts(item, "CPU", 1))
+        assert all(o.op is not OptOps.SPLIT for o in heuristic_opts(item, CPU, 1))
     matmul, _ = last_item(rand(64, 64) @ rand(64, 64, seed=1))
-    assert [o.op for o in heuristic_opts(matmul, "CPU", 1)] == ["UPCAST", "UPCAST"]
+    assert [o.op for o in heuristic_opts(matmul, CPU, 1)] == [OptOps.UPCAST, OptOps.UPCAST]
 
 
 def test_the_kernel_name_and_debug_line_show_the_options(capsys, monkeypatch):
@@ -180,7 +196,7 @@ def test_the_thread_setting_is_honoured():
         for n in (1, 2, 3):
             set_num_threads(n)
             item, stored = last_item(a @ b)
-            kernel = lower(item, stored)
+            kernel = lower(item, stored, CPU)
             assert kernel.threads == n
             np.testing.assert_allclose((a @ b).numpy(), a.numpy() @ b.numpy(), rtol=1e-5, atol=1e-5)
     finally:
@@ -214,7 +230,7 @@ def test_beam_searches_once_then_reads_its_winner_from_disk(tmp_path, monkeypatc
     monkeypatch.setenv("SITP_CACHE", str(tmp_path))
     monkeypatch.setenv("BEAM", "2")
     monkeypatch.setenv("BEAM_BUDGET", "20")
-    monkeypatch.setattr(realize, "KERNELS", {})
+    monkeypatch.setattr(realize, "PROGRAMS", {})
     a, b = rand(64, 32), rand(32, 64, seed=1)
     before = search.STATS.kernels, search.STATS.cached
     np.testing.assert_allclose((a @ b).numpy(), a.numpy() @ b.numpy(), rtol=1e-5, atol=1e-5)
@@ -222,7 +238,7 @@ def test_beam_searches_once_then_reads_its_winner_from_disk(tmp_path, monkeypatc
     [found] = (tmp_path / "stage3" / "beam").glob("*.json")
     record = json.loads(found.read_text())
     assert record["candidates"] > 2 and record["seconds"] > 0
-    monkeypatch.setattr(realize, "KERNELS", {})  # a new process: nothing compiled in memory
+    monkeypatch.setattr(realize, "PROGRAMS", {})  # a new process: nothing compiled in memory
     np.testing.assert_allclose((a @ b).numpy(), a.numpy() @ b.numpy(), rtol=1e-5, atol=1e-5)
     assert search.STATS.kernels == before[0] + 1 and search.STATS.cached == before[1] + 1
 
@@ -231,7 +247,7 @@ def test_beam_must_be_a_width():
     with pytest.MonkeyPatch.context() as m:
         m.setenv("BEAM", "wide")
         with pytest.raises(ValueError, match="BEAM must be a non-negative int"):
-            search.beam_width()
+            beam_width()
 
 
 def test_beam_stops_compiling_a_round_once_its_budget_is_spent(monkeypatch):
@@ -239,8 +255,8 @@ def test_beam_stops_compiling_a_round_once_its_budget_is_spent(monkeypatch):
     monkeypatch.setattr(search, "BATCH_PER_JOB", 2)
     item, stored = last_item(rand(64, 32) @ rand(32, 64, seed=1))
     inputs = [s.base for s in item.reduce.srcs[0].srcs]
-    device = realize.device_kernels("CPU")
-    lists = [(Opt("UPCAST", 1, n),) for n in (2, 4, 8, 16)] + [(Opt("UNROLL", 2, 2),)]
+    device = cpu_runtime
+    lists = [(Opt(OptOps.UPCAST, 1, n),) for n in (2, 4, 8, 16)] + [(Opt(OptOps.UNROLL, 2, 2),)]
     spent = search.Timer(item, stored, device, inputs, deadline=0.0)  # perf_counter is past it
     assert list(spent.time(lists)) == lists[:2]  # the first batch only
     ample = search.Timer(item, stored, device, inputs, deadline=float("inf"))

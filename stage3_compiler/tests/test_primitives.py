@@ -9,8 +9,8 @@ import pytest
 
 from .. import GlobalCounters, Tensor, dtypes, nn, optim
 from .. import tensor as tensor_module
+from ..engine.schedule import graph
 from ..ops import PRIMITIVES
-from ..schedule import graph
 
 
 def test_a_nanogpt_training_step_uses_only_primitives(monkeypatch):

@@ -6,7 +6,8 @@ scheduling after their warm-up and train exactly as without the cache."""
 import numpy as np
 import pytest
 
-from .. import Tensor, nn, optim, schedule_cache
+from .. import Tensor, nn, optim
+from ..engine import schedule_cache
 
 
 def rand(*shape, seed=0):

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ..shapetracker import ShapeTracker, View, index_vars, strides_for_shape
-from ..symbolic import Num, Var, evaluate, render
+from ..graph.shapetracker import ShapeTracker, View, index_vars, strides_for_shape
+from ..graph.symbolic import Num, Var, evaluate, render
 
 PAD = -1  # what numpy holds where the tracker must say "invalid"
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ..symbolic import And, Div, Lt, Mod, Mul, Num, Sum, Var, ands, evaluate, render, vars
+from ..graph.symbolic import And, Div, Lt, Mod, Mul, Num, Sum, Var, ands, evaluate, render, vars
 
 x = Var("x", 0, 100)
 y = Var("y", 0, 3)

@@ -1,4 +1,4 @@
-"""Upcasting: a reduce kernel computes several outputs a pass of its loop (lower.upcast_axes), a
+"""Upcasting: a reduce kernel computes several outputs a pass of its loop (codegen/heuristics.upcast_axes), a
 matmul a tile of them (8 or 4 rows by 16 columns on a CPU, by its vector registers). Which axes it
 picks, the transposed copy the scheduler makes of a weight read along K (x @ w.T), and that every
 shape still computes the right numbers: sizes the tile divides, sizes it does not, and transposed
@@ -7,13 +7,16 @@ operands."""
 import numpy as np
 import pytest
 
-from .. import Tensor, schedule
-from ..lower import upcast_axes
+from .. import Tensor
+from ..codegen import layouts
+from ..codegen.heuristics import upcast_axes
+from ..cpu.compiler import wide_vector_registers
+from ..cpu.runtime import cpu_runtime
+from ..engine.schedule import create_schedule
 from ..ops import Ops
-from ..runtime import wide_vector_registers
-from ..schedule import create_schedule
 
 ROWS = 8 if wide_vector_registers() else 4
+CPU = cpu_runtime.renderer
 
 
 def rand(*shape, seed=0):
@@ -29,12 +32,12 @@ def only_item(t: Tensor):
 def test_a_matmul_takes_a_tile_of_sixteen_columns():
     a, b = rand(16, 12), rand(12, 32, seed=1)
     # the product's shape is (16, 32, 1): 16 along the columns (axis 1), ROWS along the rows (axis 0)
-    assert upcast_axes(only_item(a @ b)) == {1: 16, 0: ROWS}
+    assert upcast_axes(only_item(a @ b), CPU) == {1: 16, 0: ROWS}
 
 
 def test_a_tile_shrinks_to_what_divides_the_axes():
     a, b = rand(12, 12), rand(12, 24, seed=1)
-    assert upcast_axes(only_item(a @ b)) == {1: 8, 0: 4}  # 16 does not divide 24, 8 does not divide 12
+    assert upcast_axes(only_item(a @ b), CPU) == {1: 8, 0: 4}  # 16 does not divide 24, 8 does not divide 12
 
 
 def test_a_weight_read_transposed_is_copied_once_and_the_product_is_tiled():
@@ -42,7 +45,7 @@ def test_a_weight_read_transposed_is_copied_once_and_the_product_is_tiled():
     items = create_schedule([(x @ w.T).lazydata])
     assert [it.root.op for it in items] == [Ops.CONTIGUOUS, Ops.REDUCE_ADD]
     assert items[0].root.shape == (1, 24, 48)  # w transposed (its output axis innermost), a row of 1 in front
-    assert upcast_axes(items[1]) == {1: 16, 0: ROWS}
+    assert upcast_axes(items[1], CPU) == {1: 16, 0: ROWS}
     out = x @ w.T
     np.testing.assert_allclose(out.numpy(), x.numpy() @ w.numpy().T, rtol=1e-5, atol=1e-5)
 
@@ -58,19 +61,19 @@ def test_a_residual_add_after_the_product_keeps_the_tile():
     x, w, r = rand(2, 16, 24), rand(32, 24, seed=1), rand(2, 16, 32, seed=2)
     out = x @ w.T + r  # the kernel's root is the add, shaped (2, 16, 32); the sum is (32, 32, 1)
     items = create_schedule([out.lazydata])
-    assert upcast_axes(items[-1]) == {2: 16, 1: ROWS}
+    assert upcast_axes(items[-1], CPU) == {2: 16, 1: ROWS}
     np.testing.assert_allclose(out.numpy(), x.numpy() @ w.numpy().T + r.numpy(), rtol=1e-5, atol=1e-5)
 
 
 def test_a_plain_sum_takes_one_axis():
     x = rand(16, 12)
-    assert upcast_axes(only_item(x.sum(1))) == {0: 8}
-    assert upcast_axes(only_item((x * x).sum(1))) == {0: 8}  # both operands vary along the rows
+    assert upcast_axes(only_item(x.sum(1)), CPU) == {0: 8}
+    assert upcast_axes(only_item((x * x).sum(1)), CPU) == {0: 8}  # both operands vary along the rows
 
 
 def test_nothing_divides_nothing_is_upcast():
-    assert upcast_axes(only_item(rand(7, 5).sum(1))) == {}
-    assert upcast_axes(only_item(rand(5).sum())) == {}
+    assert upcast_axes(only_item(rand(7, 5).sum(1)), CPU) == {}
+    assert upcast_axes(only_item(rand(5).sum()), CPU) == {}
 
 
 @pytest.mark.parametrize("m,k,n", [(16, 12, 24), (8, 3, 8), (12, 7, 4), (5, 9, 16), (7, 5, 3), (32, 64, 8),
@@ -90,14 +93,14 @@ def test_a_batched_matmul_with_a_fused_bias_and_relu():
 
 
 def test_an_operand_computed_in_the_loop_is_computed_once_a_pass():
-    # attention's probabilities are computed inside the product with v (schedule.narrow_matmul_operand):
+    # attention's probabilities are computed inside the product with v (engine/schedule.narrow_matmul_operand):
     # all 32 columns a pass compute each probability once, not once per 16-column tile
     q, k, v = rand(2, 3, 16, 32), rand(2, 3, 16, 32, seed=1), rand(2, 3, 16, 32, seed=2)
     out = q.scaled_dot_product_attention(k, v, is_causal=True)
     items = create_schedule([out.lazydata])
     stored = {id(o) for it in items for o in it.outputs}
-    assert upcast_axes(items[-1], stored) == {3: 32}
-    assert upcast_axes(items[-1]) == {3: 16, 2: ROWS}  # without knowing what is stored: the plain tile
+    assert upcast_axes(items[-1], CPU, stored) == {3: 32}
+    assert upcast_axes(items[-1], CPU) == {3: 16, 2: ROWS}  # without knowing what is stored: the plain tile
     scores = q.numpy() @ k.numpy().transpose(0, 1, 3, 2) / np.sqrt(32)
     scores = np.where(np.tril(np.ones((16, 16), bool)), scores, -np.inf)
     p = np.exp(scores - scores.max(-1, keepdims=True))
@@ -110,9 +113,9 @@ def test_a_big_matmul_reads_its_operands_packed_in_panels_of_its_tile(monkeypatc
     items = create_schedule([out.lazydata])
     copies = [it.root.shape for it in items if it.reduce is None]
     assert sorted(copies) == sorted([(96 // 16, 256, 16), (64 // ROWS, 256, ROWS)])  # (panels, K, tile width)
-    assert upcast_axes(items[-1]) == {1: 16, 0: ROWS}
+    assert upcast_axes(items[-1], CPU) == {1: 16, 0: ROWS}
     packed = (x.T @ dy).numpy()
-    monkeypatch.setattr(schedule, "MIN_PACKED", 1 << 40)
+    monkeypatch.setattr(layouts, "MIN_PACKED", 1 << 40)
     assert len(create_schedule([(x.T @ dy).lazydata])) == 1
     assert packed.tobytes() == (x.T @ dy).numpy().tobytes()  # the same sums in the same order, from other memory
     want = x.numpy().astype(np.float64).T @ dy.numpy().astype(np.float64)

@@ -13,7 +13,7 @@ lowest and the highest index, two reductions, read back as two numbers.
   kernel that ran with a bad index read nothing out of bounds: it only computed a wrong value,
   which the raise stops before anyone sees it.
 
-Inside a TinyJit capture each check is a step of the capture (jit.py), so a replay checks the
+Inside a TinyJit capture each check is a step of the capture (capture.py), so a replay checks the
 call's own values after the kernel that computed them.
 """
 
@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import jit
+from . import capture
 
 
 @dataclass
@@ -70,8 +70,8 @@ def take_pending() -> list[RangeCheck]:
 def verify(check: RangeCheck) -> None:
     """Read the realized bounds back and raise the check's error if an index is out of range."""
     low_buf, top_buf = check.low.realized, check.top.realized
-    if jit.CAPTURING:
-        jit.note_check(check.fail, low_buf, top_buf, check.high, check.low.dtype)
+    if capture.CAPTURING:
+        capture.note_check(check.fail, low_buf, top_buf, check.high, check.low.dtype)
     low, top = int(low_buf.to_numpy(0, 1, check.low.dtype)[0]), int(top_buf.to_numpy(0, 1, check.top.dtype)[0])
     if low < 0 or top >= check.high:
         raise check.fail(low, top)

@@ -24,24 +24,34 @@ values sit in registers, which loop runs on which thread, and what stays in cach
 - LOCAL and GROUP (GPU block tiles in shared memory, split reductions) are named here but not built:
   the GPU kernels keep their one grid-stride loop (cuda/renderer.py).
 
-`heuristic_opts` picks options by hand-written rules (what `realize` uses unless BEAM is set);
-`search.py` measures candidates instead. `apply_opts` checks a list and turns it into the loop plan
-`lower.lower` follows, raising OptError for an option that does not fit the kernel.
+`heuristics.py` picks options by hand-written rules (what realize uses unless BEAM is set);
+engine/search.py measures candidates instead. `apply_opts` checks a list against the kernel and
+the renderer's capabilities and turns it into the loop plan `lower.lower` follows, raising
+OptError for an option that does not fit.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from enum import Enum, auto
 
-from .lazy import numel
-from .ops import IR_ELEMENTWISE, Ops
-from .schedule import ScheduleItem
+from .item import ScheduleItem
+from .renderer import Renderer
 
-OPT_NAMES = ("UPCAST", "UNROLL", "BLOCK", "THREAD", "SPLIT", "LOCAL", "GROUP")
+
+class OptOps(Enum):
+    UPCAST = auto()
+    UNROLL = auto()
+    BLOCK = auto()
+    THREAD = auto()
+    SPLIT = auto()
+    LOCAL = auto()
+    GROUP = auto()
+
+
 MAX_LANES = 256  # outputs one pass of the loops may compute (UPCAST amounts multiplied)
 MAX_UNROLL = 32
-THREAD_MIN_WORK = 1 << 15  # output entries x reduction steps below which a kernel stays on one thread
 
 
 class OptError(ValueError):
@@ -50,16 +60,17 @@ class OptError(ValueError):
 
 @dataclass(frozen=True)
 class Opt:
-    op: str
+    op: OptOps
     axis: int
     amount: int
 
     def __post_init__(self):
-        if self.op not in OPT_NAMES:
-            raise OptError(f"Opt: unknown option {self.op!r}, expected one of {', '.join(OPT_NAMES)}")
+        if not isinstance(self.op, OptOps):
+            raise OptError(f"Opt: unknown option {self.op!r}, expected an OptOps member "
+                           f"({', '.join(o.name for o in OptOps)})")
 
     def __str__(self) -> str:
-        return f"{self.op}({self.axis},{self.amount})"
+        return f"{self.op.name}({self.axis},{self.amount})"
 
 
 @dataclass
@@ -86,28 +97,29 @@ def reduce_axes(item: ScheduleItem) -> tuple[int, ...]:
     return tuple(d for d in r.arg if src[d] > 1)
 
 
-def apply_opts(item: ScheduleItem, opts: tuple[Opt, ...] | list[Opt], device: str = "CPU") -> LoopPlan:
+def apply_opts(item: ScheduleItem, opts: tuple[Opt, ...] | list[Opt], renderer: Renderer) -> LoopPlan:
     plan = LoopPlan()
     shape = item.root.shape
     where = f"kernel of shape {shape}"
+    target = type(renderer).__name__
     for opt in opts:
-        if opt.op in ("LOCAL", "GROUP"):
+        if opt.op in (OptOps.LOCAL, OptOps.GROUP):
             raise OptError(f"{opt}: LOCAL and GROUP (GPU shared-memory tiles, split reductions) are not built")
         if opt.amount < 2:
             raise OptError(f"{opt}: the amount must be at least 2 ({where})")
-        if opt.op == "THREAD":
-            if device != "CPU":
-                raise OptError(f"{opt}: THREAD splits a CPU kernel's loops; a {device} kernel has its grid")
+        if opt.op is OptOps.THREAD:
+            if not renderer.threads:
+                raise OptError(f"{opt}: THREAD splits a CPU kernel's loops; {target} has no threads (a GPU: its grid)")
             if plan.threads > 1:
                 raise OptError(f"{opt}: the kernel is threaded already ({where})")
             plan.threads = opt.amount
-        elif opt.op in ("UNROLL", "SPLIT"):
+        elif opt.op in (OptOps.UNROLL, OptOps.SPLIT):
             src = item.reduce.srcs[0].shape if item.reduce is not None else ()
             # the innermost reduce loop only: UNROLL then folds each sum's terms in the same order
             if not reduce_axes(item) or opt.axis != reduce_axes(item)[-1]:
                 raise OptError(f"{opt}: axis {opt.axis} is not the innermost reduced axis of "
                                f"{src or 'this kernel'} ({where})")
-            if opt.op == "UNROLL":
+            if opt.op is OptOps.UNROLL:
                 steps = plan.unroll.get(opt.axis, 1) * opt.amount
                 if steps > MAX_UNROLL:
                     raise OptError(f"{opt}: {steps} steps a pass exceed {MAX_UNROLL} ({where})")
@@ -123,15 +135,15 @@ def apply_opts(item: ScheduleItem, opts: tuple[Opt, ...] | list[Opt], device: st
         else:
             if not 0 <= opt.axis < len(shape):
                 raise OptError(f"{opt}: axis {opt.axis} is outside the output's {len(shape)} axes ({where})")
-            if opt.op == "UPCAST":
+            if opt.op is OptOps.UPCAST:
                 lanes = plan.upcast.get(opt.axis, 1) * opt.amount
                 if shape[opt.axis] % lanes or math.prod(plan.upcast.values()) * opt.amount > MAX_LANES:
                     raise OptError(f"{opt}: {lanes} lanes do not divide axis {opt.axis} of {shape} "
                                    f"or exceed {MAX_LANES} in all ({where})")
                 plan.upcast[opt.axis] = lanes
             else:  # BLOCK
-                if device != "CPU":
-                    raise OptError(f"{opt}: BLOCK reorders a CPU kernel's loops; a {device} kernel has one")
+                if not renderer.loop_blocks:
+                    raise OptError(f"{opt}: BLOCK reorders a CPU kernel's loops; {target} has one loop (its grid)")
                 if opt.axis in plan.block:
                     raise OptError(f"{opt}: axis {opt.axis} is blocked already ({where})")
                 plan.block[opt.axis] = opt.amount
@@ -155,84 +167,3 @@ def outer_loop(plan: LoopPlan, sizes: list[int]) -> int:
         d = min(plan.block)
         return sizes[d] // plan.block[d]
     return next((n for n in sizes if n > 1), 1)
-
-
-def heuristic_opts(item: ScheduleItem, device: str, threads: int, stored: set[int] | None = None) -> tuple[Opt, ...]:
-    """The options realize uses without BEAM: a matmul's register tile or a reduction's upcast
-    (lower.upcast_axes; `stored`, the bases the schedule's kernels write, tells a matmul operand
-    loaded from memory from one computed in the loop), SPLIT for a row reduction (split_axis), a
-    cache block for a matmul whose B panel would not stay in cache, and THREAD for a kernel with
-    enough work to pay for waking the other threads."""
-    from .lower import matmul_tile, upcast_axes  # lower.py imports this module
-
-    split = split_axis(item) if device == "CPU" and item.reduce is not None and not matmul_tile(item) else None
-    if split is not None:  # a row reduction over memory side by side: 8 partials a vector (see SPLIT)
-        opts = [Opt("SPLIT", split, SPLIT_PARTS)]
-    else:
-        opts = [Opt("UPCAST", axis, u) for axis, u in upcast_axes(item, stored).items()]
-    plan = apply_opts(item, opts, device)
-    if device != "CPU":
-        return tuple(opts)
-    sizes = plan.loop_sizes(item.root.shape)
-    steps = numel(item.reduce.srcs[0].shape) // max(numel(item.reduce.shape), 1) if item.reduce is not None else 1
-    # A matmul tile whose B is over 4 MiB (no longer in L2, barely in L3) reads it in column blocks,
-    # each a K x block panel near 256 KiB that stays in L2 while every row uses it. Measured on
-    # Zen 4 at n=2048: 74 GFLOP/s without, 160 with (2 threads); at n=512 and 1024 it was slower.
-    if len(plan.upcast) == 2 and len(sizes) >= 2:
-        cols_axis = next(iter(plan.upcast))
-        lanes = plan.upcast[cols_axis]
-        fit = max(1, (256 << 10) // (4 * steps * lanes))
-        block = next((b for b in (64, 32, 16, 8, 4, 2)
-                      if b <= fit and sizes[cols_axis] % b == 0 and b < sizes[cols_axis]), None)
-        if block is not None and steps * sizes[cols_axis] * lanes * 4 > (4 << 20):
-            opts.append(Opt("BLOCK", cols_axis, block))
-            plan = apply_opts(item, opts, device)
-    if threads > 1 and numel(item.root.shape) * steps >= THREAD_MIN_WORK and outer_loop(plan, sizes) >= threads:
-        opts.append(Opt("THREAD", 0, threads))
-    return tuple(opts)
-
-
-SPLIT_PARTS = 8  # partial sums of a SPLIT row reduction: one AVX2 vector of float32
-
-
-def split_axis(item: ScheduleItem) -> int | None:
-    """The reduce axis SPLIT pays on: the innermost one, when it holds a multiple of 8 of at least 16
-    terms and every value the reduction reads moves along it by one element of memory (or not at
-    all). Measured on one Zen 3 core over 12x4x64 rows of 64: a row max 218 us with 8 outputs a
-    pass (UPCAST), 44 us split; softmax's sum of exps 3.3 ms, 0.8 ms; a mean 36, 19 us. (UPCAST and
-    SPLIT together lose the loop vectorizer, which the upcast lanes turn off.)"""
-    axes = reduce_axes(item)
-    if not axes or item.reduce.srcs[0].shape[axes[-1]] % SPLIT_PARTS or item.reduce.srcs[0].shape[axes[-1]] < 16:
-        return None
-    return axes[-1] if all(reads_along(r.srcs[0], axes[-1]) for r in item.reduces) else None
-
-
-def reads_along(v, axis: int) -> bool:
-    """Does every value behind view v move by at most one element of memory when `axis` steps by one?
-    A fused elementwise base is followed into its sources; a view must read along the axis with
-    stride 1 (its base then along its own last axis) or 0; a base read as it is, along its last axis."""
-    stack, seen = [(v, axis)], set()
-    while stack:
-        v, axis = stack.pop()
-        if (id(v), axis) in seen:  # a shared subexpression (GELU reads x a dozen times): walked once
-            continue
-        seen.add((id(v), axis))
-        if not v.is_base:
-            views = v.st.views
-            stride = views[-1].strides[axis]
-            if stride == 0:
-                continue
-            if stride != 1 or len(views) > 1 or views[-1].mask is not None:
-                return False
-            v, axis = v.base, last_axis(v.base.shape)  # one step is one element of the base: its last axis
-        fused = v.buffer is None and (v.op in IR_ELEMENTWISE or v.op is Ops.CONTIGUOUS)
-        if fused:
-            stack.extend((s, axis) for s in v.srcs)
-        elif v.op is not Ops.CONST and axis != last_axis(v.shape):
-            return False
-    return True
-
-
-def last_axis(shape: tuple[int, ...]) -> int | None:
-    """The innermost axis of a contiguous layout that is longer than 1."""
-    return next((d for d in reversed(range(len(shape))) if shape[d] != 1), None)

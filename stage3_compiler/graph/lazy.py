@@ -14,16 +14,20 @@ the view into index arithmetic.
 from __future__ import annotations
 
 import math
-import weakref
+from collections.abc import Callable
 from typing import Any
 
-from . import jit
-from .debug import callsite
-from .dtype import DType, dtypes
-from .ops import IR_ELEMENTWISE, IR_REDUCE, Ops
+from ..dtype import DType, dtypes
+from ..ops import IR_ELEMENTWISE, IR_REDUCE, Ops
+from ..settings import callsite
 from .shapetracker import ShapeTracker
 
 COMPARES = frozenset({Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ})
+
+# Called with each assign node as it is made: a capturing TinyJit listens here (engine/capture.py)
+# to realize, at the end of the call, the assigns nothing else asked for. The graph knows nothing
+# of who listens.
+assign_watchers: list[Callable[[LazyBuffer], None]] = []
 
 
 class LazyBuffer:
@@ -38,7 +42,7 @@ class LazyBuffer:
             self.forced = False  # realize this node even when it could be fused (contiguous, assign)
             self.target = None  # a realized base whose memory this one is written into (assign; see copy)
             self.copy_back = None  # a target it could not write in place: realize copies the values there after
-            self.site = callsite()  # (file, line) of the user's code that made it, for errors (debug.py)
+            self.site = callsite()  # (file, line) of the user's code that made it, for errors (settings.py)
             # the realized buffers it reads and their versions now: an assign that writes one of them
             # in place before this node is computed would change what it reads (the scheduler raises)
             self.seen = tuple((s.base.buffer, s.base.buffer.version) for s in srcs if s.base.buffer is not None)
@@ -109,11 +113,12 @@ class LazyBuffer:
         (a realized base of the same shape and dtype) the kernel writes into the target's memory
         instead of a new buffer: an update in place, which the scheduler orders after every kernel
         that reads the old values, or turns back into a new buffer when it cannot (see
-        schedule.place_in_memory)."""
+        engine/memory.py)."""
         out = LazyBuffer(self.device, ShapeTracker.from_shape(self.shape), self.dtype, Ops.CONTIGUOUS, None, (self,))
         out.forced, out.target = True, target
-        if target is not None and jit.CAPTURING:  # a TinyJit checks that the call realized it
-            jit.CAPTURING[0].assigns.append(weakref.ref(out))
+        if target is not None:
+            for watch in assign_watchers:
+                watch(out)
         return out
 
     # ---- movement: views, composed in the ShapeTracker ----

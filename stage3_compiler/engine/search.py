@@ -3,10 +3,10 @@
 With `BEAM=n` set, the first time a kernel is met its options are searched on the real input
 buffers (the outputs go to scratch buffers, so nothing the program holds is written):
 
-- round 0 times no options and the heuristic ones (opts.heuristic_opts);
+- round 0 times no options and the heuristic ones (codegen/heuristics.py);
 - each round extends every one of the n best lists found so far by one more option (every UPCAST,
   UNROLL, SPLIT, BLOCK and THREAD that fits the kernel), drops the ones that render to a source
-  already timed, compiles the rest together in batches (runtime.compile_kernels: one file per core,
+  already timed, compiles the rest together in batches (cpu/compiler.compile_kernels: one file per core,
   in parallel) and times each: the least of 3 runs, stopping after one run when that one is 3x the
   best so far;
 - it stops after two rounds in a row find nothing 1% faster, or when the kernel's budget (`BEAM_BUDGET`
@@ -14,43 +14,36 @@ buffers (the outputs go to scratch buffers, so nothing the program holds is writ
   overruns it by one batch's compile and runs at most.
 
 The winner is written to disk (under `$SITP_CACHE/stage3/beam`) by a hash of the kernel's
-unoptimized source, the device, the compiler and CPU, and the thread setting: a second run of the
-same program searches nothing. Every option but SPLIT keeps each output's sum in the same order;
-a winner with SPLIT folds a sum in another order (a max gives the same bits). `STATS` sums what
-the searches cost.
+unoptimized source (engine/identity.search_key), the device, the compiler and CPU, and the thread
+setting: a second run of the same program searches nothing. Every option but SPLIT keeps each
+output's sum in the same order; a winner with SPLIT folds a sum in another order (a max gives the
+same bits). `STATS` sums what the searches cost.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
 from dataclasses import dataclass
 
-from .lazy import LazyBuffer, numel
-from .lower import lower
-from .opts import Opt, OptError, apply_opts, heuristic_opts, reduce_axes
-from .runtime import cache_dir, compile_jobs, machine_key
-from .schedule import ScheduleItem
-from .threads import get_num_threads
+from ..codegen.heuristics import heuristic_opts
+from ..codegen.item import ScheduleItem
+from ..codegen.lower import lower
+from ..codegen.opts import Opt, OptError, OptOps, apply_opts, reduce_axes
+from ..codegen.program import Program
+from ..cpu.compiler import compile_jobs
+from ..device import buffer_class
+from ..graph.lazy import LazyBuffer, numel
+from ..settings import beam_width, cache_dir, debug_level
+from ..threads import get_num_threads
+from .identity import search_key
 
 RUNS = 3
 EARLY_STOP = 3.0  # a first run this many times the best so far is not run again
 MIN_GAIN = 0.99  # a round that does not beat the best by 1% is idle
 PATIENCE = 2  # idle rounds in a row that end the search (an option can pay only with the next one)
 BATCH_PER_JOB = 4  # candidates a compile job builds between two looks at the budget
-
-
-def beam_width() -> int:
-    raw = os.environ.get("BEAM", "0").strip() or "0"
-    try:
-        width = int(raw)
-    except ValueError:
-        raise ValueError(f"BEAM must be a non-negative int (the beam's width), got {raw!r}") from None
-    if width < 0:
-        raise ValueError(f"BEAM must be a non-negative int (the beam's width), got {raw!r}")
-    return width
 
 
 def budget_s() -> float:
@@ -68,49 +61,42 @@ class SearchStats:
 STATS = SearchStats()
 
 
-def search_key(item: ScheduleItem, stored: set[int], device) -> str:
-    """The disk key of a kernel's search: its source without options, where and how it runs."""
-    source = device.renderer.render(lower(item, stored, ()))
-    where = f"{item.root.device}|{type(device.renderer).__name__}|{machine_key()}|threads={get_num_threads()}"
-    return hashlib.sha256((source + where).encode()).hexdigest()[:24]
-
-
 def cache_path(key: str):
     return cache_dir() / "beam" / f"{key}.json"
 
 
-def cached_opts(item: ScheduleItem, stored: set[int], device) -> tuple[Opt, ...] | None:
+def cached_opts(item: ScheduleItem, stored: set[int], runtime) -> tuple[Opt, ...] | None:
     """The options an earlier search picked for this kernel, or None."""
-    path = cache_path(search_key(item, stored, device))
+    path = cache_path(search_key(item, stored, runtime))
     if not path.exists():
         return None
     try:
-        opts = tuple(Opt(*o) for o in json.loads(path.read_text())["opts"])
-        apply_opts(item, opts, item.root.device)
+        opts = tuple(Opt(OptOps[op], axis, amount) for op, axis, amount in json.loads(path.read_text())["opts"])
+        apply_opts(item, opts, runtime.renderer)
     except (ValueError, KeyError, TypeError):  # written by another version: search again
         return None
     STATS.cached += 1
     return opts
 
 
-def actions(item: ScheduleItem, device: str) -> list[Opt]:
+def actions(item: ScheduleItem, renderer) -> list[Opt]:
     """Every single option a search may add (apply_opts says which fit a given list)."""
-    out = [Opt("UPCAST", axis, amount) for axis, n in enumerate(item.root.shape) if n > 1
+    out = [Opt(OptOps.UPCAST, axis, amount) for axis, n in enumerate(item.root.shape) if n > 1
            for amount in (2, 4, 8, 16)]
     if reduce_axes(item):
-        out += [Opt("UNROLL", reduce_axes(item)[-1], amount) for amount in (2, 4, 8)]
-        out += [Opt("SPLIT", reduce_axes(item)[-1], amount) for amount in (4, 8, 16)]
-    if device == "CPU":
-        out += [Opt("BLOCK", axis, amount) for axis, n in enumerate(item.root.shape) if n > 1
+        out += [Opt(OptOps.UNROLL, reduce_axes(item)[-1], amount) for amount in (2, 4, 8)]
+        out += [Opt(OptOps.SPLIT, reduce_axes(item)[-1], amount) for amount in (4, 8, 16)]
+    if renderer.loop_blocks:
+        out += [Opt(OptOps.BLOCK, axis, amount) for axis, n in enumerate(item.root.shape) if n > 1
                 for amount in (4, 8, 16, 32, 64)]
-        if get_num_threads() > 1:
-            out.append(Opt("THREAD", 0, get_num_threads()))
+    if renderer.threads and get_num_threads() > 1:
+        out.append(Opt(OptOps.THREAD, 0, get_num_threads()))
     return out
 
 
-def fits(item: ScheduleItem, opts: tuple[Opt, ...]) -> bool:
+def fits(item: ScheduleItem, opts: tuple[Opt, ...], renderer) -> bool:
     try:
-        apply_opts(item, opts, item.root.device)
+        apply_opts(item, opts, renderer)
     except OptError:
         return False
     return True
@@ -119,21 +105,19 @@ def fits(item: ScheduleItem, opts: tuple[Opt, ...]) -> bool:
 class Timer:
     """Compiles and times option lists of one kernel on its real inputs and scratch outputs."""
 
-    def __init__(self, item: ScheduleItem, stored: set[int], device, inputs: list[LazyBuffer], deadline: float):
-        from .device import buffer_class
-
-        self.item, self.stored, self.device, self.inputs = item, stored, device, inputs
+    def __init__(self, item: ScheduleItem, stored: set[int], runtime, inputs: list[LazyBuffer], deadline: float):
+        self.item, self.stored, self.runtime, self.inputs = item, stored, runtime, inputs
         self.deadline = deadline  # perf_counter time after which no new batch starts
         self.scratch = [buffer_class("beam", o.device)(numel(o.shape) * o.dtype.itemsize) for o in item.outputs]
         self.sources: set[str] = set()
         self.best = float("inf")
-        self.sync = getattr(getattr(device, "backend", None), "synchronize", lambda: None)
+        self.sync = getattr(getattr(runtime, "backend", None), "synchronize", lambda: None)
 
     def time(self, candidates: list[tuple[Opt, ...]]) -> dict[tuple[Opt, ...], float]:
         lowered = []
         for opts in candidates:
-            kernel = lower(self.item, self.stored, opts)
-            source = self.device.renderer.render(kernel)
+            kernel = lower(self.item, self.stored, self.runtime.renderer, opts)
+            source = self.runtime.renderer.render(kernel)
             if source not in self.sources:  # two lists that render alike are timed once
                 self.sources.add(source)
                 lowered.append((opts, kernel, source))
@@ -146,13 +130,14 @@ class Timer:
         return times
 
     def time_batch(self, lowered: list[tuple], times: dict) -> None:
-        fns = self.device.compile_many([(source, kernel.name) for _, kernel, source in lowered])
-        for (opts, kernel, _), fn in zip(lowered, fns, strict=True):
+        fns = self.runtime.compile_many([(source, kernel.name) for _, kernel, source in lowered])
+        for (opts, kernel, source), fn in zip(lowered, fns, strict=True):
+            program = Program(kernel, source, fn, [])
             buffers = self.scratch + [b.base.buffer for b in kernel.buffers[kernel.outputs:]]
             best = float("inf")
             for run in range(RUNS):
                 start = time.perf_counter()
-                self.device.launch(fn, kernel, buffers)
+                self.runtime.launch(program, buffers)
                 self.sync()
                 best = min(best, time.perf_counter() - start)
                 if run == 0 and best > EARLY_STOP * self.best:
@@ -161,20 +146,21 @@ class Timer:
             self.best = min(self.best, best)
 
 
-def beam_search(item: ScheduleItem, stored: set[int], device, inputs: list[LazyBuffer]) -> tuple[Opt, ...]:
+def beam_search(item: ScheduleItem, stored: set[int], runtime, inputs: list[LazyBuffer]) -> tuple[Opt, ...]:
     """The fastest option list found for this kernel (see the module's docstring), written to disk."""
     start = time.perf_counter()
     width, budget = beam_width(), budget_s()
-    key = search_key(item, stored, device)
-    timer = Timer(item, stored, device, inputs, start + budget)
-    heuristic = heuristic_opts(item, item.root.device, get_num_threads(), stored)
+    key = search_key(item, stored, runtime)
+    timer = Timer(item, stored, runtime, inputs, start + budget)
+    renderer = runtime.renderer
+    heuristic = heuristic_opts(item, renderer, get_num_threads(), stored)
     timed = timer.time(list(dict.fromkeys([heuristic, ()])))
-    steps = actions(item, item.root.device)
+    steps = actions(item, renderer)
     beam = sorted(timed, key=timed.get)[:width]
     idle = 0  # rounds in a row that found nothing faster
     while time.perf_counter() - start < budget and idle < PATIENCE:
         best_before = min(timed.values())
-        grown = [opts + (a,) for opts in beam for a in steps if fits(item, opts + (a,))]
+        grown = [opts + (a,) for opts in beam for a in steps if fits(item, opts + (a,), renderer)]
         grown = [opts for opts in dict.fromkeys(grown) if opts not in timed]
         if not grown:
             break
@@ -188,13 +174,13 @@ def beam_search(item: ScheduleItem, stored: set[int], device, inputs: list[LazyB
     STATS.seconds += seconds
     path = cache_path(key)
     path.parent.mkdir(parents=True, exist_ok=True)
-    record = {"opts": [[o.op, o.axis, o.amount] for o in winner], "us": timed[winner] * 1e6,
+    record = {"opts": [[o.op.name, o.axis, o.amount] for o in winner], "us": timed[winner] * 1e6,
               "heuristic_us": timed[heuristic] * 1e6 if heuristic in timed else None,
               "candidates": len(timed), "seconds": seconds}
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(record))
     os.replace(tmp, path)
-    if int(os.environ.get("DEBUG", "0") or 0) >= 1:
+    if debug_level() >= 1:
         print(f"BEAM {width}: {len(timed)} candidates in {seconds:.2f} s: "
               f"{' '.join(map(str, winner)) or '(no options)'} {timed[winner] * 1e6:.1f} us "
               f"(heuristic {record['heuristic_us'] or float('nan'):.1f} us)")

@@ -1,8 +1,8 @@
 """Seeing inside the compiler, and errors that point back at the user's code.
 
 - **Call sites.** Every base of the lazy graph remembers the line of the user's Python that made it
-  (`callsite`): the first frame outside this package. A kernel runs long after that line, so its
-  errors name it.
+  (settings.callsite): the first frame outside this package. A kernel runs long after that line,
+  so its errors name it.
 - **GRAPH=1.** Each realize writes two Graphviz files to `$GRAPH_DIR` (default: a temp directory,
   printed): the lazy graph it computed (bases, views, ops, shapes, dtypes; buffers realized before
   filled grey, bases a kernel wrote drawn double) and the kernel graph (buffers -> kernels, each
@@ -21,43 +21,13 @@ import math
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-from .buffer import Buffer
-from .runtime import CompileError, compile_c
-
-# ---- call sites ----
-
-PACKAGE = str(Path(__file__).resolve().parent)
-_inside: dict[str, bool] = {}  # filename -> in the package (its own tests count as the user's code)
-
-
-def _is_inside(filename: str) -> bool:
-    found = _inside.get(filename)
-    if found is None:
-        path = str(Path(filename).resolve())
-        found = _inside[filename] = path.startswith(PACKAGE + os.sep) and not path.startswith(
-            os.path.join(PACKAGE, "tests") + os.sep)
-    return found
-
-
-def callsite() -> tuple[str, int] | None:
-    """(file, line) of the first caller outside this package; None when there is none. A walk up
-    the frames that keeps two small values, no frame: a nanoGPT step makes ~30k bases (measured
-    cost in the README)."""
-    f = sys._getframe(1)
-    while f is not None and _is_inside(f.f_code.co_filename):
-        f = f.f_back
-    return None if f is None else (f.f_code.co_filename, f.f_lineno)
-
-
-def where(base, short: bool = False) -> str:
-    site = getattr(base, "site", None)
-    if site is None:
-        return "an unknown line"
-    return f"{Path(site[0]).name if short else site[0]}:{site[1]}"
+from ..buffer import Buffer
+from ..codegen.program import CompileError
+from ..cpu.compiler import compile_c
+from ..settings import enabled, where
 
 
 def fused_bases(root, stored: set[int]) -> list:
@@ -142,10 +112,6 @@ def check_nan(kernel, root, stored: set[int]) -> None:
 
 
 # ---- the hooks realize.py calls ----
-
-def enabled(name: str) -> bool:
-    return os.environ.get(name, "0") not in ("", "0")
-
 
 def kernel_ran(kernel, root, stored: set[int]) -> None:
     """After each kernel: NANCHECK's scan, and its name for GRAPH's kernel graph."""

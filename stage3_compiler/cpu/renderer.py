@@ -1,6 +1,6 @@
-"""Rendering: a kernel's linear UOps become C source, one UOp a line. The C renderer is the base;
-a GPU renderer is a small subclass that changes how a kernel is declared and how its outer loops
-map to threads.
+"""The C renderer: a kernel's linear UOps become C source, one UOp a line, through a table from
+each UOp to the method that writes it (`RULES`). It is the base of the CUDA renderer, a small
+subclass that changes how a kernel is declared and renders the output indices from its grid.
 
 Arithmetic follows the C kernels of the earlier stages (numpy's semantics): ints wrap through the
 unsigned type, max propagates NaN, a cast to bool means "is nonzero", bools are bytes holding 0 or
@@ -10,11 +10,14 @@ unsigned type, max propagates NaN, a cast to bool means "is nonzero", bools are 
 from __future__ import annotations
 
 import math
+import struct
+from dataclasses import dataclass, field
 
-from .dtype import DType, dtypes
-from .lower import Kernel
-from .ops import Ops
-from .symbolic import descends, render
+from ..codegen.renderer import Renderer
+from ..codegen.uops import Kernel, LoopKind, UOp, UOps
+from ..dtype import DType, dtypes
+from ..graph.symbolic import descends, render
+from ..ops import Ops
 
 CTYPES = {"bool": "unsigned char", "int32": "int", "int64": "long long", "float32": "float", "float64": "double"}
 UNSIGNED = {"int32": "unsigned int", "int64": "unsigned long long"}
@@ -45,11 +48,31 @@ static inline __attribute__((always_inline)) float sitp_exp2f(float x) {
 #endif"""
 
 
-class CRenderer:
+@dataclass
+class Source:
+    """What rendering one kernel has written so far."""
+
+    kernel: Kernel
+    lines: list[str] = field(default_factory=list)
+    names: dict[int, str] = field(default_factory=dict)  # id(UOp) -> its C variable or expression
+    depth: int = 1  # indentation: open braces
+    loops: int = 0  # RANGEs opened so far (THREAD slices the first)
+
+    def add(self, text: str) -> None:
+        self.lines.append("  " * self.depth + text)
+
+
+class CRenderer(Renderer):
     kernel_prefix = ""
     exp2f = "sitp_exp2f"  # float32 EXP2: our own (EXP2F below), which the C compiler can vectorize
-    loop_indent = "  "
-    gcc_pragmas = True  # the SLP setting below (a GPU renderer keeps only the kernel itself)
+    gcc_pragmas = True  # the pragmas of `pragmas` (a GPU renderer keeps only the kernel itself)
+    # capabilities (codegen/renderer.py): the CPU's
+    threads = loop_blocks = split_reductions = packed_operands = narrow_tiles = True
+
+    def __init__(self, wide_vectors: bool = True):
+        # a matmul's register tile: 8 rows of 16 floats where the CPU has 32 vector registers
+        # (AVX-512), 4 with AVX2's 16 (cpu/compiler.wide_vector_registers)
+        self.tile = (8 if wide_vectors else 4, 16)
 
     def ctype(self, dtype: DType) -> str:
         return CTYPES[dtype.name]
@@ -70,8 +93,6 @@ class CRenderer:
             return ("INFINITY" if value > 0 else "(-INFINITY)") if dtype is dtypes.float32 else \
                 ("HUGE_VAL" if value > 0 else "(-HUGE_VAL)")
         if dtype is dtypes.float32:
-            import struct
-
             value = struct.unpack("f", struct.pack("f", value))[0]  # rounded as the kernel will hold it
             return f"{value.hex()}f"
         return value.hex()
@@ -157,88 +178,123 @@ class CRenderer:
                 f"  for (long long part = 0; part < {kernel.threads}; part++) {kernel.name}_part(part, {args});",
                 "}"]
 
-    def render(self, kernel: Kernel) -> str:
-        exp2f = self.exp2f and any(u.op == "ALU" and u.arg is Ops.EXP2 and u.dtype is dtypes.float32
-                                   for u in kernel.uops)
+    def pragmas(self, kernel: Kernel) -> list[str]:
+        if not self.gcc_pragmas:
+            return []
         # An upcast kernel's lanes are vectorized as one block (gcc's SLP); left on, gcc's loop
         # vectorizer vectorizes the reduction loop instead, across strided loads: a matmul's
         # backward ran 10x slower that way. (Other compilers ignore the pragmas.) push/pop keep
-        # the setting to this kernel when several share one file (runtime.compile_kernels).
-        slp = kernel.upcast > 1 and self.gcc_pragmas
+        # the setting to this kernel when several share one file (compiler.compile_kernels).
+        slp = kernel.upcast > 1
         # SPLIT's loop over the partials: gcc's PRE pass rewrites a negated select chain in it (a
         # softmax backward's row sum, with the causal mask) into a shape its if-conversion refuses,
         # and the loop stays scalar (5.4 ms; vectorized without PRE: see opts.SPLIT)
-        no_pre = self.gcc_pragmas and any(u.op == "ACCS" for u in kernel.uops)
+        no_pre = any(u.op is UOps.ACCS for u in kernel.uops)
         # gcc 12.2 miscompiles a loop that converts values it loads backwards, after it unrolled an
         # inner loop completely: the sum of a flipped (3, 4) int tensor as floats came out -12, not
         # -18 (renderer test). Such kernels (flips, not a training step's) skip the loop vectorizer.
-        reversed_cast = self.gcc_pragmas and any(u.op == "CAST" for u in kernel.uops) and \
-            any(u.op == "LOAD" and descends(u.arg[0]) for u in kernel.uops)
-        pragmas = [*(['#pragma GCC optimize ("no-tree-loop-vectorize")'] if slp or reversed_cast else []),
-                   *(['#pragma GCC optimize ("no-tree-pre")'] if no_pre else [])]
-        # (sitp_exp2f comes first and is always inlined: gcc does not inline a function compiled
-        # under other optimize settings, and a call in the loop stops its vectorization.)
-        lines = ["#include <math.h>", *([EXP2F] if exp2f else []),
-                 *(["#pragma GCC push_options", *pragmas] if pragmas else []),
-                 self.signature(kernel) + " {"]
-        depth = 1
-        names: dict[int, str] = {}
-        ranges = 0
+        reversed_cast = any(u.op is UOps.CAST for u in kernel.uops) and \
+            any(u.op is UOps.LOAD and descends(u.arg[0]) for u in kernel.uops)
+        return [*(['#pragma GCC optimize ("no-tree-loop-vectorize")'] if slp or reversed_cast else []),
+                *(['#pragma GCC optimize ("no-tree-pre")'] if no_pre else [])]
+
+    def prologue(self, kernel: Kernel, pragmas: list[str]) -> list[str]:
+        """What comes before the kernel's signature. (sitp_exp2f comes first and is always inlined:
+        gcc does not inline a function compiled under other optimize settings, and a call in the
+        loop stops its vectorization.)"""
+        exp2f = self.exp2f and any(u.op is UOps.ALU and u.arg is Ops.EXP2 and u.dtype is dtypes.float32
+                                   for u in kernel.uops)
+        return ["#include <math.h>", *([EXP2F] if exp2f else []),
+                *(["#pragma GCC push_options", *pragmas] if pragmas else [])]
+
+    def render(self, kernel: Kernel) -> str:
+        pragmas = self.pragmas(kernel)
+        src = Source(kernel)
+        self.open(src)
         for u in kernel.uops:
-            pad = "  " * depth
-            if u.op == "GLOBAL":
-                names[id(u)] = f"data{u.arg}"
-            elif u.op == "RANGE":
-                var, n = u.arg
-                start, end = "0", str(n)
-                if ranges == 0 and kernel.threads > 1:  # THREAD: this part's slice of the outermost loop
-                    start, end = f"part*{n}/{kernel.threads}", f"(part+1)*{n}/{kernel.threads}"
-                ranges += 1
-                if var == "sidx" and self.gcc_pragmas:  # SPLIT's partials: gcc unrolls so short a loop
-                    lines.append(f"{pad}#pragma GCC unroll 1")  # before it vectorizes it (then it cannot)
-                lines.append(f"{pad}for (long long {var} = {start}; {var} < {end}; {var}++) {{")
-                depth += 1
-            elif u.op == "ENDRANGE":
-                depth -= 1
-                lines.append("  " * depth + "}")
-            elif u.op == "CONST":
-                names[id(u)] = self.const(u.arg, u.dtype)
-            elif u.op == "COND":
-                names[id(u)] = f"({render(u.arg)})"
-            elif u.op == "ACC":
-                names[id(u)] = f"acc{len(names)}"
-                lines.append(f"{pad}{self.ctype(u.dtype)} {names[id(u)]} = {self.const(u.arg, u.dtype)};")
-            elif u.op == "ACCS":  # SPLIT's partial accumulators: an array the partials' loop indexes
-                names[id(u)] = f"acc{len(names)}"
-                identity, n = u.arg
-                lines.append(f"{pad}{self.ctype(u.dtype)} {names[id(u)]}[{n}] = "
-                             f"{{{', '.join([self.const(identity, u.dtype)] * n)}}};")
-            elif u.op == "PART":
-                names[id(u)] = f"{names[id(u.srcs[0])]}[{render(u.arg)}]"
-            elif u.op == "LOAD":
-                names[id(u)] = u.name
-                lines.append(f"{pad}{self.ctype(u.dtype)} {u.name} = {names[id(u.srcs[0])]}[{self.load_index(u)}];")
-            elif u.op == "CAST":
-                names[id(u)] = u.name
-                x, t = names[id(u.srcs[0])], self.ctype(u.dtype)
-                value = f"({t})({x}!=0)" if u.dtype is dtypes.bool else f"({t})({x})"
-                lines.append(f"{pad}{t} {u.name} = {value};")
-            elif u.op == "ALU":
-                names[id(u)] = u.name
-                src_dtype = u.srcs[-1].dtype if u.arg is Ops.WHERE else u.srcs[0].dtype
-                expr = self.alu(u.arg, u.dtype, [names[id(s)] for s in u.srcs], src_dtype)
-                lines.append(f"{pad}{self.ctype(u.dtype)} {u.name} = {expr};")
-            elif u.op == "UPDATE":
-                lines.append(pad + self.update(u.arg, u.dtype, names[id(u.srcs[0])], names[id(u.srcs[1])],
-                                               u.srcs[0].op == "PART"))
-            elif u.op == "STORE":
-                buf, value = names[id(u.srcs[0])], names[id(u.srcs[1])]
-                lines.append(f"{pad}{buf}[{render(u.arg)}] = {value};")
-            else:
-                raise NotImplementedError(f"render: unknown UOp {u.op}")
-        lines.append("}")
+            rule = self.RULES.get(u.op)
+            if rule is None:
+                raise NotImplementedError(f"render: {type(self).__name__} has no rule for UOp {u.op.name}")
+            rule(self, src, u)
+        lines = [*self.prologue(kernel, pragmas), self.signature(kernel) + " {", *src.lines, *self.close(src), "}"]
         if kernel.threads > 1:
             lines += self.threaded(kernel)
         if pragmas:
             lines.append("#pragma GCC pop_options")
         return "\n".join(lines) + "\n"
+
+    def open(self, src: Source) -> None:
+        """Lines before the first UOp, inside the kernel's body (the CUDA renderer opens its grid loop)."""
+
+    def close(self, src: Source) -> list[str]:
+        """Lines after the last UOp, inside the kernel's body."""
+        return []
+
+    # ---- one method per UOp (RULES) ----
+
+    def render_global(self, src: Source, u: UOp) -> None:
+        src.names[id(u)] = f"data{u.arg}"
+
+    def render_range(self, src: Source, u: UOp) -> None:
+        loop = u.arg
+        start, end = "0", str(loop.extent)
+        if src.loops == 0 and src.kernel.threads > 1:  # THREAD: this part's slice of the outermost loop
+            threads = src.kernel.threads
+            start, end = f"part*{loop.extent}/{threads}", f"(part+1)*{loop.extent}/{threads}"
+        src.loops += 1
+        if loop.kind is LoopKind.PARTIALS and self.gcc_pragmas:  # SPLIT's partials: gcc unrolls so short
+            src.add("#pragma GCC unroll 1")  # a loop before it vectorizes it (then it cannot)
+        src.add(f"for (long long {loop.var} = {start}; {loop.var} < {end}; {loop.var}++) {{")
+        src.depth += 1
+
+    def render_endrange(self, src: Source, u: UOp) -> None:
+        src.depth -= 1
+        src.add("}")
+
+    def render_const(self, src: Source, u: UOp) -> None:
+        src.names[id(u)] = self.const(u.arg, u.dtype)
+
+    def render_cond(self, src: Source, u: UOp) -> None:
+        src.names[id(u)] = f"({render(u.arg)})"
+
+    def render_acc(self, src: Source, u: UOp) -> None:
+        src.names[id(u)] = f"acc{len(src.names)}"
+        src.add(f"{self.ctype(u.dtype)} {src.names[id(u)]} = {self.const(u.arg, u.dtype)};")
+
+    def render_accs(self, src: Source, u: UOp) -> None:
+        """SPLIT's partial accumulators: an array the partials' loop indexes."""
+        src.names[id(u)] = f"acc{len(src.names)}"
+        identity, n = u.arg
+        init = ", ".join([self.const(identity, u.dtype)] * n)
+        src.add(f"{self.ctype(u.dtype)} {src.names[id(u)]}[{n}] = {{{init}}};")
+
+    def render_part(self, src: Source, u: UOp) -> None:
+        src.names[id(u)] = f"{src.names[id(u.srcs[0])]}[{render(u.arg)}]"
+
+    def render_load(self, src: Source, u: UOp) -> None:
+        src.names[id(u)] = u.name
+        src.add(f"{self.ctype(u.dtype)} {u.name} = {src.names[id(u.srcs[0])]}[{self.load_index(u)}];")
+
+    def render_cast(self, src: Source, u: UOp) -> None:
+        src.names[id(u)] = u.name
+        x, t = src.names[id(u.srcs[0])], self.ctype(u.dtype)
+        value = f"({t})({x}!=0)" if u.dtype is dtypes.bool else f"({t})({x})"
+        src.add(f"{t} {u.name} = {value};")
+
+    def render_alu(self, src: Source, u: UOp) -> None:
+        src.names[id(u)] = u.name
+        src_dtype = u.srcs[-1].dtype if u.arg is Ops.WHERE else u.srcs[0].dtype
+        expr = self.alu(u.arg, u.dtype, [src.names[id(s)] for s in u.srcs], src_dtype)
+        src.add(f"{self.ctype(u.dtype)} {u.name} = {expr};")
+
+    def render_update(self, src: Source, u: UOp) -> None:
+        acc, value = u.srcs
+        src.add(self.update(u.arg, u.dtype, src.names[id(acc)], src.names[id(value)], acc.op is UOps.PART))
+
+    def render_store(self, src: Source, u: UOp) -> None:
+        src.add(f"{src.names[id(u.srcs[0])]}[{render(u.arg)}] = {src.names[id(u.srcs[1])]};")
+
+    RULES = {UOps.GLOBAL: render_global, UOps.RANGE: render_range, UOps.ENDRANGE: render_endrange,
+             UOps.CONST: render_const, UOps.COND: render_cond, UOps.ACC: render_acc, UOps.ACCS: render_accs,
+             UOps.PART: render_part, UOps.LOAD: render_load, UOps.CAST: render_cast, UOps.ALU: render_alu,
+             UOps.UPDATE: render_update, UOps.STORE: render_store}

@@ -1,11 +1,10 @@
-"""The runtime: compiles rendered C with the system C compiler into a shared library, loads it and
-calls it. Programs are cached on disk (under ``$SITP_CACHE/stage3``) by a hash of the source, the
-flags, the compiler and the CPU's features, so a second run of the same model compiles nothing,
-and in memory by their source, so a kernel seen before in this process costs one dict lookup.
-
-Two fixed kernels live here too, the only ones the IR does not write: the counter-based random
-stream (the same numbers as the earlier stages' csrc/random.c, so a seed gives the same model on
-every stage) and iota (0, 1, ..., n-1).
+"""The CPU's compiler driver: rendered C goes through the system C compiler into a shared library,
+which is loaded and whose function is called. Libraries are cached on disk (under
+``$SITP_CACHE/stage3``) by a hash of the source, the flags, the compiler and the CPU's features
+(`source_key`, `machine_key`), so a second run of the same model compiles nothing, and in memory
+by their source, so a kernel seen before in this process costs one dict lookup. The compiler's
+predefined macros also tell what the CPU has (`wide_vector_registers`), which the C renderer
+turns into its capabilities.
 """
 
 from __future__ import annotations
@@ -21,16 +20,14 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from .threads import available
+from ..codegen.program import CompileError
+from ..settings import cache_dir
+from ..threads import available
 
 # -O3 and -fno-trapping-math let gcc vectorize loops with selects in them (a WHERE, a NaN-aware
 # max): we never read the floating-point exception flags. -ffp-contract=off keeps a*b+c two
 # roundings, as numpy computes it.
 FLAGS = ["-O3", "-std=c11", "-fPIC", "-shared", "-fno-math-errno", "-fno-trapping-math", "-ffp-contract=off"]
-
-
-class CompileError(RuntimeError):
-    pass
 
 
 def compiler() -> str:
@@ -77,12 +74,8 @@ def machine_key() -> str:
 @functools.cache
 def wide_vector_registers() -> bool:
     """Does the compiler target a CPU with 32 vector registers of 16 floats (AVX-512)? It sets the
-    size of a matmul's register tile (lower.matmul_tile)."""
+    size of a matmul's register tile (cpu/renderer.py's `tile`)."""
     return b"__AVX512F__" in macros()
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("SITP_CACHE", Path.home() / ".cache" / "sitp")) / "stage3"
 
 
 _programs: dict[tuple[str, str], ctypes._CFuncPtr] = {}
@@ -193,64 +186,3 @@ def build_chunk(chunk: list[tuple[str, tuple[str, str]]]) -> CompileError | None
             failed.source = source  # realize names the kernel (and the user's line that built it) from it
             return failed
     return None
-
-
-HOST_SOURCE = r"""
-#include <stdint.h>
-static inline uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-void rand_f32(float *out, long long n, uint64_t seed, uint64_t counter) {
-  uint64_t key = mix64(seed);
-  for (long long i = 0; i < n; i++)
-    out[i] = (float)(mix64(key + (counter + (uint64_t)i + 1) * 0x9e3779b97f4a7c15ULL) >> 40) * 0x1p-24f;
-}
-void rand_f64(double *out, long long n, uint64_t seed, uint64_t counter) {
-  uint64_t key = mix64(seed);
-  for (long long i = 0; i < n; i++)
-    out[i] = (double)(mix64(key + (counter + (uint64_t)i + 1) * 0x9e3779b97f4a7c15ULL) >> 11) * 0x1p-53;
-}
-void iota(long long *out, long long n) {
-  for (long long i = 0; i < n; i++) out[i] = i;
-}
-"""
-
-
-class HostKernels:
-    """The CPU's side of the device seam, found as a Buffer's `kernels`: what realize asks of a device
-    (a renderer, `compile`, `launch`; cuda/runtime.py answers the same on the GPU) and what random.py
-    and Tensor._iota call, with the earlier stages' signatures."""
-
-    @functools.cached_property
-    def renderer(self):
-        # imported on first use: renderer.py -> lower.py -> lazy.py -> debug.py lead back here
-        from .renderer import CRenderer
-
-        return CRenderer()
-
-    def compile(self, source: str, name: str) -> ctypes._CFuncPtr:
-        return compile_kernels([(source, name)])[0]
-
-    def compile_many(self, kernels: list[tuple[str, str]]) -> list[ctypes._CFuncPtr]:
-        return compile_kernels(kernels)
-
-    def launch(self, fn: ctypes._CFuncPtr, kernel, buffers: list) -> None:
-        """One call runs the whole kernel: its loops are in the C. buffers: output first, as the kernel's."""
-        fn(*[ctypes.c_void_p(b.address) for b in buffers])
-
-    def rand_uniform(self, dtype: int, out: int, n: int, seed: int, counter: int) -> int:
-        name = {3: "rand_f32", 4: "rand_f64"}.get(dtype)
-        if name is None:
-            return -1
-        fn = compile_c(HOST_SOURCE, name)
-        fn(ctypes.c_void_p(out), ctypes.c_longlong(n), ctypes.c_uint64(seed), ctypes.c_uint64(counter))
-        return 0
-
-    def iota(self, out: int, n: int) -> int:
-        compile_c(HOST_SOURCE, "iota")(ctypes.c_void_p(out), ctypes.c_longlong(n))
-        return 0
-
-
-host_kernels = HostKernels()

@@ -22,8 +22,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .lazy import LazyBuffer
-from .schedule import ScheduleItem, drop_target, fuse, rewrite_graph
+from ..codegen.item import ScheduleItem
+from ..graph.lazy import LazyBuffer
+from .memory import drop_target
+from .schedule import fuse, rewrite_graph
 
 MAX_ENTRIES = 512  # graphs kept; the oldest goes first (sampling makes one graph per prompt length)
 

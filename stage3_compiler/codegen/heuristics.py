@@ -1,0 +1,195 @@
+"""The options a kernel gets without BEAM (`heuristic_opts`): hand-written rules, each with the
+measurement that chose it, reading the renderer's capabilities (codegen/renderer.py) rather than
+the device's name.
+
+- A matmul (the sum of a product whose operands are each broadcast along one output axis) gets a
+  register tile (`matmul_tile`): UPCAST on both output axes.
+- Another reduction computes 8 (or 4, 2) outputs a pass (`upcast_axes`), or, for a row reduction
+  over contiguous memory, SPLIT(8) (`split_axis`).
+- A matmul whose B no longer fits in L2 gets BLOCK; a kernel with enough work gets THREAD.
+"""
+
+from __future__ import annotations
+
+from ..graph.lazy import LazyBuffer, numel
+from ..ops import IR_ELEMENTWISE, Ops
+from .item import ScheduleItem
+from .opts import Opt, OptOps, apply_opts, outer_loop, reduce_axes
+from .renderer import Renderer
+
+THREAD_MIN_WORK = 1 << 15  # output entries x reduction steps below which a kernel stays on one thread
+
+
+def strides_of(shape: tuple[int, ...]) -> tuple[int, ...]:
+    out, acc = [], 1
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= n
+    return tuple(reversed(out))
+
+
+UPCASTS = (8, 4, 2)  # outputs one pass of a reduction loop computes, the largest that divides an axis
+
+
+def upcast_axes(item: ScheduleItem, renderer: Renderer, stored: set[int] | None = None) -> dict[int, int]:
+    """Which output axes a reduce kernel computes several entries of at once, and how many of each.
+
+    One accumulator is a chain of dependent adds: each waits for the one before (a few cycles), and
+    the loop runs at that latency. Computing U outputs in one pass of the loop gives U independent
+    chains the CPU overlaps (and the C compiler can pack into vector lanes), and a load that does
+    not depend on that axis (a matmul's row of the left operand) is loaded once for the U of them.
+    The last axis whose size U divides is taken: it is the output's contiguous one where it can be.
+    A matmul gets a tile of outputs instead (matmul_tile; `stored` tells it which operands are
+    computed inside the kernel).
+    """
+    r, shape = item.reduce, item.root.shape
+    if r is None or 0 in r.srcs[0].shape:
+        return {}
+    tile = matmul_tile(item, renderer, stored)
+    if tile:
+        return tile
+    first = next(((axis, u) for u in UPCASTS for axis in reversed(range(len(shape)))
+                  if shape[axis] >= u and shape[axis] % u == 0), None)
+    return dict([first]) if first else {}
+
+
+def matmul_tile(item: ScheduleItem, renderer: Renderer, stored: set[int] | None = None) -> dict[int, int]:
+    """A matmul's register tile: the sum of a product whose operands are each broadcast along one
+    output axis (a along n, b along m). Each step of the reduction loop reads TN values of b and TM
+    of a and does TM x TN multiply-adds with them: the more outputs a tile holds, the fewer loads
+    per multiply-add. TN runs along the axis where b's values sit side by side in memory, so the C
+    compiler packs them into one vector register and each accumulator row is a few vector
+    registers: 8 x 16 (8 rows of 16 floats) where the CPU has 32 vector registers (AVX-512), 4 x 16
+    where it has 16 (AVX2), 4 x 8 on a GPU (registers per thread). {} when it is not a matmul, or
+    when neither operand is contiguous along an output axis (the scheduler copies a weight read
+    transposed so that one is: layouts.copy_transposed). Measured on a Zen 4 core, 768 x 512 x 128:
+    the old 4 x 8 tile 44 GFLOP/s, 8 x 16 101; a weight read along K (x @ w.T) 37."""
+    r = item.reduce
+    src, shape = r.srcs[0], r.shape
+    if not src.is_base or src.op is not Ops.MUL:
+        return {}
+    rows, cols = renderer.tile
+    x, y = src.srcs
+    for a, b in ((x, y), (y, x)):
+        n = next((d for d in reversed(range(len(shape))) if broadcast(a, d) and contiguous_along(b, d)), None)
+        m = next((d for d in reversed(range(len(shape))) if d != n and broadcast(b, d) and not broadcast(a, d)), None)
+        if n is None or m is None:
+            continue
+        # The kernel loops over the root's shape, which may be the reduction's reshaped (a residual
+        # add after the product): a tile axis is the root's axis with the same stride.
+        tile = {root_axis(item, n): cols, root_axis(item, m): rows}
+        if None in tile:
+            continue
+        if stored is not None and renderer.narrow_tiles and computed(a, stored) and shape[n] <= 32:
+            # a is computed in the loop (engine/schedule.narrow_matmul_operand: attention's probabilities), once
+            # per pass: all n columns in one pass compute each value once, one row a pass keeps the
+            # accumulators in registers. One Zen 3 core, 12x4 heads of 64x64 @ 64x32: 4x16 5.2 ms, 1x32 2.9.
+            return {root_axis(item, n): shape[n]} if shape[n] > 1 else {}
+        sizes = item.root.shape
+        tile = {d: next((u for u in (t, *UPCASTS) if u <= t and sizes[d] % u == 0), 1) for d, t in tile.items()}
+        if all(u > 1 for u in tile.values()):
+            return tile
+    return {}
+
+
+def computed(v: LazyBuffer, stored: set[int]) -> bool:
+    """Is the view's base an expression this kernel computes (not a load, not a constant)?"""
+    b = v.base
+    return b.buffer is None and id(b) not in stored and b.op in IR_ELEMENTWISE
+
+
+def root_axis(item: ScheduleItem, axis: int) -> int | None:
+    """The axis of the kernel's root along which the reduction's output axis runs: the one with the
+    same stride in its contiguous layout (the root is the reduction, or a same-order reshape of it)."""
+    stride, shape = strides_of(item.reduce.shape)[axis], item.root.shape
+    return next((d for d, s in enumerate(strides_of(shape)) if s == stride and shape[d] > 1), None)
+
+
+def contiguous_along(v: LazyBuffer, axis: int) -> bool:
+    """Do the view's neighbouring entries along this axis sit side by side in memory?"""
+    return v.is_base and axis == len(v.shape) - 1 or not v.is_base and v.st.views[-1].strides[axis] == 1
+
+
+def broadcast(v: LazyBuffer, axis: int) -> bool:
+    """Is the view's value the same all along this axis (an expand: stride 0)?"""
+    return not v.is_base and v.st.views[-1].strides[axis] == 0
+
+
+def heuristic_opts(item: ScheduleItem, renderer: Renderer, threads: int,
+                   stored: set[int] | None = None) -> tuple[Opt, ...]:
+    """The options realize uses without BEAM: a matmul's register tile or a reduction's upcast
+    (upcast_axes; `stored`, the bases the schedule's kernels write, tells a matmul operand
+    loaded from memory from one computed in the loop), SPLIT for a row reduction (split_axis), a
+    cache block for a matmul whose B panel would not stay in cache, and THREAD for a kernel with
+    enough work to pay for waking the other threads."""
+    split = split_axis(item) if renderer.split_reductions and item.reduce is not None \
+        and not matmul_tile(item, renderer) else None
+    if split is not None:  # a row reduction over memory side by side: 8 partials a vector (see SPLIT)
+        opts = [Opt(OptOps.SPLIT, split, SPLIT_PARTS)]
+    else:
+        opts = [Opt(OptOps.UPCAST, axis, u) for axis, u in upcast_axes(item, renderer, stored).items()]
+    plan = apply_opts(item, opts, renderer)
+    sizes = plan.loop_sizes(item.root.shape)
+    steps = numel(item.reduce.srcs[0].shape) // max(numel(item.reduce.shape), 1) if item.reduce is not None else 1
+    # A matmul tile whose B is over 4 MiB (no longer in L2, barely in L3) reads it in column blocks,
+    # each a K x block panel near 256 KiB that stays in L2 while every row uses it. Measured on
+    # Zen 4 at n=2048: 74 GFLOP/s without, 160 with (2 threads); at n=512 and 1024 it was slower.
+    if len(plan.upcast) == 2 and len(sizes) >= 2 and renderer.loop_blocks:
+        cols_axis = next(iter(plan.upcast))
+        lanes = plan.upcast[cols_axis]
+        fit = max(1, (256 << 10) // (4 * steps * lanes))
+        block = next((b for b in (64, 32, 16, 8, 4, 2)
+                      if b <= fit and sizes[cols_axis] % b == 0 and b < sizes[cols_axis]), None)
+        if block is not None and steps * sizes[cols_axis] * lanes * 4 > (4 << 20):
+            opts.append(Opt(OptOps.BLOCK, cols_axis, block))
+            plan = apply_opts(item, opts, renderer)
+    if renderer.threads and threads > 1 and numel(item.root.shape) * steps >= THREAD_MIN_WORK \
+            and outer_loop(plan, sizes) >= threads:
+        opts.append(Opt(OptOps.THREAD, 0, threads))
+    return tuple(opts)
+
+
+SPLIT_PARTS = 8  # partial sums of a SPLIT row reduction: one AVX2 vector of float32
+
+
+def split_axis(item: ScheduleItem) -> int | None:
+    """The reduce axis SPLIT pays on: the innermost one, when it holds a multiple of 8 of at least 16
+    terms and every value the reduction reads moves along it by one element of memory (or not at
+    all). Measured on one Zen 3 core over 12x4x64 rows of 64: a row max 218 us with 8 outputs a
+    pass (UPCAST), 44 us split; softmax's sum of exps 3.3 ms, 0.8 ms; a mean 36, 19 us. (UPCAST and
+    SPLIT together lose the loop vectorizer, which the upcast lanes turn off.)"""
+    axes = reduce_axes(item)
+    if not axes or item.reduce.srcs[0].shape[axes[-1]] % SPLIT_PARTS or item.reduce.srcs[0].shape[axes[-1]] < 16:
+        return None
+    return axes[-1] if all(reads_along(r.srcs[0], axes[-1]) for r in item.reduces) else None
+
+
+def reads_along(v, axis: int) -> bool:
+    """Does every value behind view v move by at most one element of memory when `axis` steps by one?
+    A fused elementwise base is followed into its sources; a view must read along the axis with
+    stride 1 (its base then along its own last axis) or 0; a base read as it is, along its last axis."""
+    stack, seen = [(v, axis)], set()
+    while stack:
+        v, axis = stack.pop()
+        if (id(v), axis) in seen:  # a shared subexpression (GELU reads x a dozen times): walked once
+            continue
+        seen.add((id(v), axis))
+        if not v.is_base:
+            views = v.st.views
+            stride = views[-1].strides[axis]
+            if stride == 0:
+                continue
+            if stride != 1 or len(views) > 1 or views[-1].mask is not None:
+                return False
+            v, axis = v.base, last_axis(v.base.shape)  # one step is one element of the base: its last axis
+        fused = v.buffer is None and (v.op in IR_ELEMENTWISE or v.op is Ops.CONTIGUOUS)
+        if fused:
+            stack.extend((s, axis) for s in v.srcs)
+        elif v.op is not Ops.CONST and axis != last_axis(v.shape):
+            return False
+    return True
+
+
+def last_axis(shape: tuple[int, ...]) -> int | None:
+    """The innermost axis of a contiguous layout that is longer than 1."""
+    return next((d for d in reversed(range(len(shape))) if shape[d] != 1), None)

@@ -1,0 +1,29 @@
+"""A kernel's share of the lazy graph, as the scheduler (engine/schedule.py) hands it to codegen:
+the base it writes and the reduction whose loop it holds. Everything in codegen reads these; the
+kernel's other bases are found by walking from its outputs down to the bases it loads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..graph.lazy import LazyBuffer
+
+
+@dataclass(eq=False)
+class ScheduleItem:
+    """One kernel: the base it writes, and the reduction whose loop it holds (or None). A kernel may
+    write more bases of the root's shape in the same loops (`also`), and fold more reductions over
+    the same axes in its reduction loop (`also_reduces`): see engine/schedule.merge_outputs."""
+
+    root: LazyBuffer
+    reduce: LazyBuffer | None
+    also: list[LazyBuffer] = field(default_factory=list)
+    also_reduces: list[LazyBuffer] = field(default_factory=list)  # more reductions over the same loop
+
+    @property
+    def outputs(self) -> list[LazyBuffer]:
+        return [self.root, *self.also]
+
+    @property
+    def reduces(self) -> list[LazyBuffer]:
+        return [] if self.reduce is None else [self.reduce, *self.also_reduces]

@@ -1,0 +1,256 @@
+"""Lowering: one kernel of the schedule becomes a linear list of low-level ops (UOps): its buffers,
+its loops, the index arithmetic of every read, the loads, the ALU ops, an accumulator, the store.
+The renderers (cpu/renderer.py, cuda/renderer.py) turn that list into C or CUDA C line by line.
+
+The kernel loops over the shape of the base it writes (one loop per dim, `gidx0, gidx1, ...`).
+A value is built from the kernel's output back to the loads: an elementwise base fused into the
+kernel is computed from its sources at the same index; a view of a base turns the loop indices
+into the base's flat index through the view's ShapeTracker (`expr_idxs`), and into a validity
+condition where the view pads (outside it the value is 0); a realized base is a LOAD. A kernel
+that holds a reduction runs an inner loop nest over the reduced axes (`ridx...`) that folds its
+source into an accumulator, and the rest of the kernel uses the accumulator. Identical values are
+computed once (a cache keyed by the base and its index expressions), as the rendered source shows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..dtype import DType, dtypes
+from ..graph.lazy import LazyBuffer, numel
+from ..graph.symbolic import Node, Num, Var, render
+from ..ops import IR_ELEMENTWISE, Ops
+from ..threads import get_num_threads
+from .heuristics import heuristic_opts, strides_of
+from .item import ScheduleItem
+from .opts import Opt, apply_opts
+from .renderer import Renderer
+from .uops import Kernel, Loop, LoopKind, UOp, UOps
+
+IDENTITY = {Ops.REDUCE_ADD: 0, Ops.REDUCE_MUL: 1}
+
+
+def reduce_identity(op: Ops, dtype: DType):
+    if op in IDENTITY:
+        return IDENTITY[op] if dtype is not dtypes.bool else bool(IDENTITY[op])
+    return float("-inf") if dtype.is_float else (0 if dtype is dtypes.bool else -(2 ** (8 * dtype.itemsize - 1)))
+
+
+def flat_index(idxs: list[Node], shape: tuple[int, ...]) -> Node:
+    total: Node = Num(0)
+    for idx, stride, n in zip(idxs, strides_of(shape), shape, strict=True):
+        if n != 1:
+            total = total + idx * stride
+    return total
+
+
+def unflatten(flat: Node, shape: tuple[int, ...]) -> list[Node]:
+    return [Num(0) if n == 1 else (flat // stride) % n for stride, n in zip(strides_of(shape), shape, strict=True)]
+
+
+class Lowerer:
+    def __init__(self, item: ScheduleItem, stored: set[int]):
+        self.item, self.stored = item, stored  # stored: ids of bases a kernel writes (loads here)
+        self.uops: list[UOp] = []
+        self.outputs = {id(o) for o in item.outputs}
+        self.buffers: list[LazyBuffer] = []  # the outputs first (global_of them in order), then the loads
+        self.globals: dict[int, UOp] = {}
+        self.cache: dict[tuple, UOp] = {}
+        self.accs: dict[int, UOp] = {}  # after the reduction loop: each reduction's accumulator
+        self.alu_count = 0
+
+    def emit(self, op: UOps, dtype: DType | None, srcs: tuple = (), arg: Any = None) -> UOp:
+        u = UOp(op, dtype, tuple(srcs), arg, f"v{len(self.uops)}")
+        self.uops.append(u)
+        return u
+
+    def loop(self, var: str, extent: int, kind: LoopKind) -> UOp:
+        return self.emit(UOps.RANGE, dtypes.int64, arg=Loop(var, extent, kind))
+
+    def cached(self, key: tuple, make) -> UOp:
+        if key not in self.cache:
+            self.cache[key] = make()
+        return self.cache[key]
+
+    def global_of(self, base: LazyBuffer) -> UOp:
+        if id(base) not in self.globals:
+            self.buffers.append(base)
+            self.globals[id(base)] = self.emit(UOps.GLOBAL, base.dtype, arg=len(self.buffers) - 1)
+        return self.globals[id(base)]
+
+    def const(self, value, dtype: DType) -> UOp:
+        return self.cached(("const", value, dtype.name), lambda: self.emit(UOps.CONST, dtype, arg=value))
+
+    # ---- values ----
+
+    def view(self, v: LazyBuffer, idxs: list[Node]) -> UOp:
+        """The value of view v at the indices idxs (one per dim of v.shape)."""
+        if v.is_base:
+            return self.base(v, idxs)
+        base = v.base
+        if 0 in base.shape:  # nothing to read: a view of an empty base is all padding (its value 0)
+            return self.const(False if v.dtype is dtypes.bool else 0, v.dtype)
+        flat, valid = v.st.expr_idxs(idxs)
+        if base.op is Ops.CONST and base.buffer is None:
+            value = self.const(base.arg, base.dtype)
+        elif self.loads(base):
+            value = self.load(base, flat)
+        else:
+            value = self.base(base, unflatten(flat, base.shape))
+        if valid is None:
+            return value
+        cond = self.cached(("cond", render(valid)), lambda: self.emit(UOps.COND, dtypes.bool, arg=valid))
+        zero = self.const(False if v.dtype is dtypes.bool else 0, v.dtype)
+        return self.cached(("where", cond.name, value.name), lambda: self.alu(Ops.WHERE, v.dtype, cond, value, zero))
+
+    def loads(self, base: LazyBuffer) -> bool:
+        return id(base) not in self.outputs and (base.buffer is not None or id(base) in self.stored)
+
+    def load(self, base: LazyBuffer, flat: Node) -> UOp:
+        buf = self.global_of(base)
+        # A view that pads computes its index outside the padding too, where the WHERE after the load
+        # throws the value away; such an index may fall outside the buffer (before its start, even),
+        # so the load is clamped into it: reading past a buffer can fault, and is never ours to read.
+        size = numel(base.shape)
+        bound = None if 0 <= flat.min and flat.max < size else size - 1
+        return self.cached(("load", id(base), render(flat)),
+                           lambda: self.emit(UOps.LOAD, base.dtype, (buf,), (flat, bound)))
+
+    def alu(self, op: Ops, dtype: DType, *srcs: UOp) -> UOp:
+        self.alu_count += 1
+        return self.emit(UOps.ALU, dtype, srcs, op)
+
+    def base(self, b: LazyBuffer, idxs: list[Node]) -> UOp:
+        if id(b) in self.accs:
+            return self.accs[id(b)]  # a reduction this kernel holds: its accumulator
+        if self.loads(b):
+            return self.load(b, flat_index(idxs, b.shape))
+        if b.op is Ops.CONST:
+            return self.const(b.arg, b.dtype)
+        key = ("base", id(b), tuple(render(i) for i in idxs))
+        if key in self.cache:
+            return self.cache[key]
+        if b.op is Ops.CONTIGUOUS:
+            out = self.view(b.srcs[0], idxs)
+        elif b.op in IR_ELEMENTWISE:
+            srcs = [self.view(s, idxs) for s in b.srcs]
+            out = self.alu(b.op, b.dtype, *srcs) if b.op is not Ops.CAST else self.emit(UOps.CAST, b.dtype, (srcs[0],))
+        else:
+            raise NotImplementedError(f"lower: {b.op} cannot be computed inside a kernel")
+        self.cache[key] = out
+        return out
+
+
+COMBINE = {Ops.REDUCE_ADD: (Ops.ADD, Ops.OR), Ops.REDUCE_MUL: (Ops.MUL, Ops.AND), Ops.REDUCE_MAX: (Ops.MAX, Ops.OR)}
+
+
+def combine(L: Lowerer, r: LazyBuffer, acc: UOp, n: int) -> UOp:
+    """SPLIT's n partial accumulators of one reduction folded into one, pairwise: (p0+p1)+(p2+p3)..."""
+    if n == 1:
+        return acc
+    op = COMBINE[r.op][r.dtype is dtypes.bool]
+    parts = [L.emit(UOps.PART, r.dtype, (acc,), Num(i)) for i in range(n)]
+    while len(parts) > 1:
+        parts = [L.alu(op, r.dtype, *parts[i:i + 2]) if i + 1 < len(parts) else parts[i]
+                 for i in range(0, len(parts), 2)]
+    return parts[0]
+
+
+def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[Opt, ...] | None = None) -> Kernel:
+    """The kernel's UOps for the renderer's target, its loops shaped by `opts` (opts.py; None: the
+    heuristic ones, heuristics.py)."""
+    root = item.root
+    if opts is None:
+        opts = heuristic_opts(item, renderer, get_num_threads(), stored)
+    plan = apply_opts(item, opts, renderer)
+    L = Lowerer(item, stored)
+    out_bufs = [L.global_of(o) for o in item.outputs]
+    ups = plan.upcast
+    loop_sizes = plan.loop_sizes(root.shape)
+    # A blocked axis loops over its blocks outermost (bidx), then within a block (gidx).
+    ranges = []
+    blocks = {}
+    for d in sorted(plan.block):
+        blocks[d] = Var(f"bidx{d}", 0, loop_sizes[d] // plan.block[d] - 1)
+        ranges.append(L.loop(blocks[d].name, loop_sizes[d] // plan.block[d], LoopKind.BLOCK))
+    gidx: list[Node] = []
+    for d, n in enumerate(loop_sizes):
+        inner = plan.block.get(d, n)
+        g: Node = Num(0) if inner == 1 else Var(f"gidx{d}", 0, inner - 1)
+        if isinstance(g, Var) and renderer.grid:  # a GPU thread's output index, from its place in the grid
+            L.emit(UOps.SPECIAL, dtypes.int64, arg=Loop(g.name, inner, LoopKind.OUTPUT))
+        elif isinstance(g, Var):
+            ranges.append(L.loop(g.name, inner, LoopKind.OUTPUT))
+        gidx.append(blocks[d] * inner + g if d in blocks else g)
+    # the output indices of each entry one pass computes (one lane when not upcast)
+    lanes = [list(gidx)]
+    for axis, u in reversed(ups.items()):  # the first upcast axis varies fastest: its lanes sit side by side
+        lanes = [[g * u + j if d == axis else g for d, g in enumerate(lane)] for lane in lanes for j in range(u)]
+    upcast = len(lanes)
+    reduce_shape: tuple[int, ...] = ()
+    accs: list[dict[int, UOp]] = [{} for _ in lanes]  # per lane: reduction id -> its accumulator
+    if item.reduce is not None:
+        src_shape, axes = item.reduce.srcs[0].shape, item.reduce.arg  # every reduction here has these
+        reduce_shape = src_shape
+        split_axis, parts = next(iter(plan.split.items()), (None, 1))
+        # SPLIT: each reduction's partial accumulators are one array, indexed by an innermost loop over
+        # the partials that the C compiler vectorizes (loads side by side, one vector add)
+        partials = [{id(r): L.emit(UOps.ACC, r.dtype, arg=reduce_identity(r.op, r.dtype)) if parts == 1 else
+                     L.emit(UOps.ACCS, r.dtype, arg=(reduce_identity(r.op, r.dtype), parts)) for r in item.reduces}
+                    for _ in lanes]
+        if 0 in src_shape:  # an empty reduction: the identity, and no loop to write
+            reduce_shape = ()
+        else:
+            inner_loops, rvars = [], {}
+            for d, n in enumerate(src_shape):
+                if d in axes and n != 1:
+                    # UNROLL and SPLIT: the loop takes that many terms a pass
+                    steps = n // (plan.unroll.get(d, 1) * plan.split.get(d, 1))
+                    rvars[d] = Var(f"ridx{d}", 0, steps - 1) if steps > 1 else Num(0)
+                    if steps > 1:
+                        inner_loops.append(L.loop(rvars[d].name, steps, LoopKind.REDUCE))
+            sidx = None
+            if split_axis is not None:
+                sidx = Var("sidx", 0, parts - 1)
+                inner_loops.append(L.loop(sidx.name, parts, LoopKind.PARTIALS))
+            unrolled = next(iter(plan.unroll.items()), None)
+            out_shape = item.reduce.shape
+            for j in range(unrolled[1] if unrolled else 1):
+                for lane, idx in zip(partials, lanes, strict=True):
+                    if out_shape != root.shape:  # the reader reads the reduction reshaped: same order, other dims
+                        idx = unflatten(flat_index(idx, root.shape), out_shape)
+                    idxs = [rvars.get(d, Num(0) if d in axes else idx[d]) for d in range(len(src_shape))]
+                    if unrolled:
+                        d, u = unrolled
+                        idxs[d] = idxs[d] * u + j
+                    if sidx is not None:  # term i of the axis goes to partial i mod parts
+                        idxs[split_axis] = idxs[split_axis] * parts + sidx
+                    for r in item.reduces:
+                        acc = lane[id(r)] if sidx is None else L.emit(UOps.PART, r.dtype, (lane[id(r)],), sidx)
+                        L.emit(UOps.UPDATE, r.dtype, (acc, L.view(r.srcs[0], idxs)), r.op)
+                        L.alu_count += 1
+            for _ in inner_loops:
+                L.emit(UOps.ENDRANGE, None)
+        L.cache.clear()  # values inside the loop belong to its scope
+        for lane, found in zip(accs, partials, strict=True):
+            lane.update({id(r): combine(L, r, found[id(r)], parts) for r in item.reduces})
+    for lane, idx in zip(accs, lanes, strict=True):
+        L.accs = lane
+        for out, buf in zip(item.outputs, out_bufs, strict=True):  # (a merged output may add size-1 dims)
+            at = idx if out.shape == root.shape else unflatten(flat_index(idx, root.shape), out.shape)
+            value = lane[id(out)] if id(out) in lane else L.base(out, at)
+            L.emit(UOps.STORE, out.dtype, (buf, value), flat_index(at, out.shape))
+    for _ in ranges:
+        L.emit(UOps.ENDRANGE, None)
+    kind = "r" if item.reduce is not None else "E"
+    name = "_".join([kind, *(str(n) for n in root.shape)] + [f"R{n}" for n in reduce_shape])
+    name += f"_U{'x'.join(str(u) for u in ups.values())}" if ups else ""
+    name += "".join(f"_UR{u}" for u in plan.unroll.values())
+    name += "".join(f"_S{n}" for n in plan.split.values())
+    name += "".join(f"_B{b}" for b in plan.block.values())
+    name += f"_T{plan.threads}" if plan.threads > 1 else ""
+    name += f"_O{len(item.outputs)}" if item.also else ""  # several outputs (engine/schedule.merge_outputs)
+    if item.reduce is not None and 0 in item.reduce.srcs[0].shape:
+        name += "_empty"
+    return Kernel(name, root.shape, L.uops, L.buffers, L.alu_count // upcast, reduce_shape, upcast,
+                  len(item.outputs), tuple(opts), plan.threads)

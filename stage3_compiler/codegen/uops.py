@@ -1,0 +1,82 @@
+"""The kernel-level vocabulary: the ops a lowered kernel is a list of (UOps), its loops, and the
+lowered kernel itself. `codegen/lower.py` writes these lists, a renderer (cpu/renderer.py,
+cuda/renderer.py) turns each UOp into a line of source.
+
+The graph's ops (ops.Ops) say *what* is computed; a UOp says how one kernel computes it, one step
+at a time: a LOAD from a buffer at an index expression, an ALU op (its `arg` an Ops member), a
+loop (RANGE ... ENDRANGE), an accumulator and its UPDATE, a STORE.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum, auto
+from typing import Any
+
+from ..dtype import DType
+from ..graph.lazy import LazyBuffer
+from ..graph.symbolic import Node, render
+from ..ops import Ops
+
+
+class UOps(Enum):
+    GLOBAL = auto()  # a buffer argument of the kernel; arg: its position
+    SPECIAL = auto()  # an output index a GPU thread takes from its place in the grid; arg: a Loop
+    RANGE = auto()  # a loop opens; arg: a Loop
+    ENDRANGE = auto()  # the innermost open loop closes
+    CONST = auto()  # a constant; arg: its Python value
+    COND = auto()  # a padded view's validity condition; arg: a symbolic Node
+    LOAD = auto()  # srcs: (GLOBAL,); arg: (index Node, clamp bound or None)
+    ALU = auto()  # arg: the Ops member; srcs: its operands
+    CAST = auto()  # srcs: (value,); dtype: the target
+    ACC = auto()  # an accumulator; arg: its identity
+    ACCS = auto()  # SPLIT's partial accumulators, an array; arg: (identity, count)
+    PART = auto()  # one partial of an ACCS; arg: its index Node
+    UPDATE = auto()  # srcs: (accumulator, value); arg: the reduce op (Ops.REDUCE_*)
+    STORE = auto()  # srcs: (GLOBAL, value); arg: the index Node
+
+
+class LoopKind(Enum):
+    OUTPUT = auto()  # over an output axis (gidx): a SPECIAL where the renderer has a grid
+    BLOCK = auto()  # over the blocks of a BLOCK option (bidx), outside the output loops
+    REDUCE = auto()  # over a reduced axis (ridx)
+    PARTIALS = auto()  # over SPLIT's partial accumulators (sidx), innermost
+
+
+@dataclass(frozen=True)
+class Loop:
+    var: str
+    extent: int
+    kind: LoopKind
+
+
+@dataclass(eq=False)
+class UOp:
+    op: UOps
+    dtype: DType | None
+    srcs: tuple[UOp, ...] = ()
+    arg: Any = None
+    name: str = ""
+
+    def __repr__(self) -> str:
+        arg = self.arg[0] if self.op is UOps.LOAD else self.arg  # a LOAD's arg: (index, clamp bound or None)
+        arg = render(arg) if isinstance(arg, Node) else arg.name if isinstance(arg, Ops) else arg
+        srcs = ", ".join(s.name for s in self.srcs)
+        return f"{self.name:>6} = {self.op.name:<8} {self.dtype.name if self.dtype else '':<8} [{srcs}] {arg}"
+
+
+@dataclass(eq=False)
+class Kernel:
+    """One kernel, lowered: its UOps and the buffers they read and write. (Compiled, it is a Program:
+    codegen/program.py.)"""
+
+    name: str
+    shape: tuple[int, ...]
+    uops: list[UOp]
+    buffers: list[LazyBuffer]  # argument order: the output first, then every base it loads
+    ops: int = 0  # ALU ops per output entry and reduction step (for GlobalCounters' global_ops)
+    reduce_shape: tuple[int, ...] = field(default=())
+    upcast: int = 1  # output entries one pass of the loops computes (see heuristics.upcast_axes)
+    outputs: int = 1  # buffers the kernel writes: the first ones of `buffers`
+    opts: tuple = ()  # the options (opts.py) its loops were shaped by
+    threads: int = 1  # THREAD: OpenMP threads, each running a slice of the outermost loop

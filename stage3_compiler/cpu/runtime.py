@@ -1,0 +1,72 @@
+"""The CPU's runtime: the device object realize asks to render, compile and launch a kernel on the
+CPU (cuda/runtime.py's CUDARuntime answers the same on the GPU), and a Buffer's `kernels` (stage2's
+name for the device's kernel table): the two fixed kernels the IR does not write, the
+counter-based random stream (the same numbers as the earlier stages' csrc/random.c, so a seed gives
+the same model on every stage) and iota (0, 1, ..., n-1).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+
+from ..codegen.program import Program
+from .compiler import compile_c, compile_kernels, wide_vector_registers
+from .renderer import CRenderer
+
+FIXED_SOURCE = r"""
+#include <stdint.h>
+static inline uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+void rand_f32(float *out, long long n, uint64_t seed, uint64_t counter) {
+  uint64_t key = mix64(seed);
+  for (long long i = 0; i < n; i++)
+    out[i] = (float)(mix64(key + (counter + (uint64_t)i + 1) * 0x9e3779b97f4a7c15ULL) >> 40) * 0x1p-24f;
+}
+void rand_f64(double *out, long long n, uint64_t seed, uint64_t counter) {
+  uint64_t key = mix64(seed);
+  for (long long i = 0; i < n; i++)
+    out[i] = (double)(mix64(key + (counter + (uint64_t)i + 1) * 0x9e3779b97f4a7c15ULL) >> 11) * 0x1p-53;
+}
+void iota(long long *out, long long n) {
+  for (long long i = 0; i < n; i++) out[i] = i;
+}
+"""
+
+
+class CPURuntime:
+    @functools.cached_property
+    def renderer(self) -> CRenderer:
+        """The C renderer for this CPU (made on first use: probing the compiler starts a process)."""
+        return CRenderer(wide_vectors=wide_vector_registers())
+
+    def compile(self, source: str, name: str) -> ctypes._CFuncPtr:
+        return compile_kernels([(source, name)])[0]
+
+    def compile_many(self, kernels: list[tuple[str, str]]) -> list[ctypes._CFuncPtr]:
+        """(source, name) each, compiled together: compiler.compile_kernels."""
+        return compile_kernels(kernels)
+
+    def launch(self, program: Program, buffers: list) -> None:
+        """One call runs the whole kernel: its loops are in the C. buffers: outputs first, as the kernel's."""
+        program.fn(*[ctypes.c_void_p(b.address) for b in buffers])
+
+    # ---- a Buffer's fixed kernels (random.py, Tensor._iota), with the earlier stages' signatures ----
+
+    def rand_uniform(self, dtype: int, out: int, n: int, seed: int, counter: int) -> int:
+        name = {3: "rand_f32", 4: "rand_f64"}.get(dtype)
+        if name is None:
+            return -1
+        fn = compile_c(FIXED_SOURCE, name)
+        fn(ctypes.c_void_p(out), ctypes.c_longlong(n), ctypes.c_uint64(seed), ctypes.c_uint64(counter))
+        return 0
+
+    def iota(self, out: int, n: int) -> int:
+        compile_c(FIXED_SOURCE, "iota")(ctypes.c_void_p(out), ctypes.c_longlong(n))
+        return 0
+
+
+cpu_runtime = CPURuntime()

@@ -1,0 +1,230 @@
+"""The scheduler: from the lazy graph of the tensors being realized, the list of kernels to run, in
+dependency order. This is where fusion is decided.
+
+Every base of the graph is either *realized* (a kernel writes it to memory) or *fused* (it is
+computed inside the kernel that reads it, as an expression, and never stored). The rules:
+- the bases asked for, the ones marked `forced` (contiguous()), and every reduction are realized;
+- an elementwise base is fused into every kernel that reads it (recomputed there), unless one of
+  them reads it through an expanding view and it costs more than a few ops (reading through a view
+  that pads or through stacked views counts too: see view_cost): a matmul operand
+  expanded N times would be recomputed N times, so it is realized once instead (a cheap one, like
+  layernorm's rsqrt of the variance, is recomputed);
+- a reduction whose only reader is an elementwise op reading it as it is (or reshaped, in the same
+  order; not expanded: softmax's max is read expanded, so it stays realized), is fused the other way round:
+  that reader becomes the kernel, with the reduction's loop inside it (`relu(x @ w + b)`: the
+  matmul's sum and the bias and the relu in one kernel), unless the reduction is a matmul and the
+  reader costs more than EPILOGUE ops: GELU's derivative (about 140 ops) inside the product's
+  register tile made nanoGPT's backward kernel 25 ms where the product and a separate elementwise
+  kernel take 1.4 + 1.9;
+- a matmul that reads a 2-D weight along the summed axis (x @ w.T) reads a transposed copy of it
+  instead, which the scheduler adds (codegen/layouts.py): the copy is small, and the product then
+  runs from vector registers (codegen/heuristics.matmul_tile); on the CPU, an operand read along the tile's
+  columns or rows reads a copy packed in panels of the tile's width (copy_packed), each panel one
+  run of memory; one read from a matrix whose rows are a multiple of 4 KiB apart reads a copy with
+  longer rows (copy_padded), so its rows do not fight over one set of the L1 cache;
+- a chain of more than MAX_DEPTH fused ops is cut by realizing the base at the cut: a kernel of
+  ten thousand chained adds would take long to compile, and lowering it recurses that deep.
+A kernel therefore writes one base and holds at most one reduction loop.
+"""
+
+from __future__ import annotations
+
+from ..codegen.item import ScheduleItem
+from ..codegen.layouts import copy_operands, matmul_product
+from ..device import runtime_of
+from ..graph.lazy import LazyBuffer, numel
+from ..ops import IR_ELEMENTWISE, IR_REDUCE, Ops
+from .memory import place_in_memory, reads
+
+
+def graph(outs: list[LazyBuffer]) -> list[LazyBuffer]:
+    """Every unrealized base the outputs depend on, sources before users (iterative DFS, fixed order)."""
+    order, seen = [], set()
+    stack = [(o.base, False) for o in reversed(outs)]
+    while stack:
+        b, expanded = stack.pop()
+        if b.buffer is not None or (id(b) in seen and not expanded):
+            continue
+        if expanded:
+            order.append(b)
+            continue
+        seen.add(id(b))
+        stack.append((b, True))
+        stack.extend((s.base, False) for s in reversed(b.srcs))
+    return order
+
+
+def _readers(bases: list[LazyBuffer]) -> dict[int, list[tuple[LazyBuffer, LazyBuffer]]]:
+    """base id -> [(the base reading it, the view it reads through)]."""
+    readers: dict[int, list] = {}
+    for b in bases:
+        for s in b.srcs:
+            readers.setdefault(id(s.base), []).append((b, s))
+    return readers
+
+
+CHEAP = 4  # ALU ops an expanded elementwise base may cost and still be recomputed where it is read
+EPILOGUE = 24  # ALU ops after a matmul that may still run inside its kernel (bias, relu, a residual add)
+MAX_DEPTH = 96  # fused ops in a chain before the chain is cut by a realized base
+
+
+def same_order(view: LazyBuffer, b: LazyBuffer) -> bool:
+    """Is the view b itself, or a reshape of it that keeps every element in its place (keepdim's 1s
+    dropped or added)? A reader of such a view reads the reduction at its own flat index."""
+    return view is b or (view.st.contiguous and numel(view.shape) == numel(b.shape))
+
+
+def view_cost(v: LazyBuffer) -> int:
+    """What reading through a view adds to a kernel: a padded view a bounds check and a select, a
+    view stacked on another (reshape of a permute) div and mod in its index. Counted like ALU ops,
+    so a concatenation (pads and adds) read expanded by a matmul is realized, not recomputed."""
+    if v.is_base:
+        return 0
+    return 2 * sum(view.mask is not None for view in v.st.views) + 2 * (len(v.st.views) - 1)
+
+
+NARROW = 32  # columns of a matmul whose operand is recomputed rather than stored (two tiles of 16)
+
+
+def narrow_matmul_operand(b: LazyBuffer, readers: dict) -> bool:
+    """Is b read only as an operand of matmuls with at most NARROW columns, expanded along them?
+    Such a kernel computes 16 columns a pass and each pass shares b's value between them, so b is
+    computed at most twice per element: cheaper than a kernel storing it and a second reading it
+    back. Attention's softmax weights, multiplied by v (the head size, 8 to 32 columns here), are the
+    case: softmax(q @ k.T) @ v is 4 kernels instead of 5. Only for one reading product: the
+    backward's gradient of the scores (~50 ops an element) is read by two, and recomputing it
+    inside both made them the two slowest kernels of a nanoGPT step."""
+    found = readers.get(id(b), [])
+    if len(found) != 1:
+        return False  # read by two products (a gradient, dS @ k and dS.T @ q): computed once and stored
+    for reader, view in found:
+        users = readers.get(id(reader), [])
+        if reader.op is not Ops.MUL or numel(view.shape) > NARROW * numel(b.shape) or not users:
+            return False
+        for user, _ in users:  # each a sum whose summed axes b is not expanded along
+            if user.op is not Ops.REDUCE_ADD or any(view.st.views[-1].strides[d] == 0 for d in user.arg):
+                return False
+    return bool(found)
+
+
+def check_versions(bases: list[LazyBuffer]) -> None:
+    """Every realized buffer a node reads still holds what it held when the node was made."""
+    for b in bases:
+        if any(buf.version != version for buf, version in b.seen):
+            where = f" made at {b.site[0]}:{b.site[1]}" if b.site else ""
+            raise RuntimeError(f"realize: the {b.op.name} {b.shape}{where} reads a tensor that assign() has "
+                               "since overwritten in place; realize it before the assign (or clone() the "
+                               "tensor and realize the clone)")
+
+
+def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
+    return fuse(outs, rewrite_graph(outs))
+
+
+def rewrite_graph(outs: list[LazyBuffer]) -> list[LazyBuffer]:
+    """The graph's bases (sources first), after the matmul operands' copies are put in
+    (codegen/layouts.py, as the device's renderer wants them); every buffer they read checked for
+    in-place writes since they were made."""
+    bases = graph(outs)
+    check_versions(bases)
+    changed = False
+    for b in bases:
+        if matmul_product(b) is not None:
+            changed |= copy_operands(b, runtime_of("realize", b.device).renderer)
+    return graph(outs) if changed else bases
+
+
+def fuse(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> list[ScheduleItem]:
+    """The kernels that compute `outs` from the graph's bases: which are realized, which fused, merged
+    and placed in memory (the rules in the module's docstring)."""
+    readers = _readers(bases)
+    wanted = {id(o.base) for o in outs}
+    realize = {id(b) for b in bases if id(b) in wanted or b.forced or b.op in IR_REDUCE}
+    fused_into: dict[int, LazyBuffer] = {}  # reader base id -> the reduction it holds
+    for b in bases:
+        if b.op not in IR_REDUCE or id(b) in wanted or b.forced:
+            continue
+        found = readers.get(id(b), [])
+        if len(found) != 1:
+            continue
+        reader, view = found[0]
+        fusable = reader.op in IR_ELEMENTWISE or reader.op is Ops.CONTIGUOUS  # (an assign of a sum)
+        if fusable and same_order(view, b) and id(reader) not in fused_into:
+            fused_into[id(reader)] = b
+            realize.discard(id(b))
+            realize.add(id(reader))
+    cost: dict[int, int] = {}  # ALU ops to compute a base inside a kernel, up to realized bases
+    depth: dict[int, int] = {}  # the longest chain of fused ops behind a base
+    for b in bases:  # sources come first
+        fused = [s.base for s in b.srcs if id(s.base) not in realize]
+        cost[id(b)] = (sum(cost.get(id(s), 0) for s in fused) + (1 if b.op in IR_ELEMENTWISE else 0)
+                       + sum(view_cost(s) for s in b.srcs))
+        depth[id(b)] = 1 + max((depth.get(id(s), 0) for s in fused), default=0)
+        if depth[id(b)] > MAX_DEPTH:
+            realize.add(id(b))
+            cost[id(b)] = depth[id(b)] = 0
+        expanded = any(numel(view.shape) > numel(b.shape) for _, view in readers.get(id(b), ()))
+        if b.op in IR_ELEMENTWISE and expanded and cost[id(b)] > CHEAP and not narrow_matmul_operand(b, readers):
+            realize.add(id(b))
+        held = fused_into.get(id(b))
+        if held is not None and cost[id(b)] > EPILOGUE and matmul_product(held) is not None:
+            del fused_into[id(b)]  # a long expression after a matmul's tile runs apart from it
+            realize.add(id(held))
+    items = []
+    for b in bases:
+        if id(b) not in realize or b.op is Ops.BUFFER:
+            continue
+        items.append(ScheduleItem(b, b if b.op in IR_REDUCE else fused_into.get(id(b))))
+    return place_in_memory(merge_outputs(items))
+
+
+def merge_outputs(items: list[ScheduleItem]) -> list[ScheduleItem]:
+    """Kernels of one shape (size-1 dims aside) become one kernel with several outputs: AdamW's new parameter, m and v
+    are computed in one loop that reads the gradient once, and the parameter's update uses m and v
+    as they are computed instead of loading them back; the updates of same-shaped parameters are
+    one kernel too (fewer, larger kernels: each call costs the same fixed overhead). Reduce kernels
+    join when they reduce the same shape over the same axes: one loop folds every accumulator
+    (cross_entropy's row max and its picked logit). The merged kernel runs where its first part
+    was, so a part joins only if everything else it reads was written before that; an output it
+    reads at another index, or inside its reduction loop, would race with the loop writing it, so
+    that part stays out. Matmuls do not merge: each computes a register tile, and n tiles in one loop
+    need n times the registers (on AVX2's 16, the four weight gradients of one shape ran 2.6x
+    slower merged than as four kernels: the tiles spilled)."""
+    produced = {id(it.root) for it in items}
+    position = {id(it.root): i for i, it in enumerate(items)}
+    kept: list[ScheduleItem] = []
+    for item in items:
+        item_reads = reads(item.root, produced)
+        group = next((g for g in kept if _joins(g, item, item_reads, position)), None)
+        if group is None:
+            kept.append(item)
+        else:
+            group.also.append(item.root)
+            group.also_reduces.extend(item.reduces)
+            position[id(item.root)] = position[id(group.root)]  # written when the group runs
+    return kept
+
+
+def squeezed(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape without its size-1 dims: shapes equal so walk their elements in the same loops
+    (a loss's mean, shape (), and a count of the same rows, shape (1,))."""
+    return tuple(n for n in shape if n != 1)
+
+
+def _joins(group: ScheduleItem, item: ScheduleItem, item_reads, position) -> bool:
+    if squeezed(group.root.shape) != squeezed(item.root.shape) or group.root.device != item.root.device \
+            or numel(item.root.shape) == 0 or (group.reduce is None) != (item.reduce is None):
+        return False
+    if group.reduce is not None and (group.reduce.srcs[0].shape != item.reduce.srcs[0].shape
+                                     or group.reduce.arg != item.reduce.arg):
+        return False  # one reduction loop: the same reduced shape and axes
+    if group.reduce is not None and any(matmul_product(r) is not None for r in (*group.reduces, *item.reduces)):
+        return False  # a register tile each: merged, they would not fit the registers
+    start = position[id(group.root)]
+    outs = {id(o) for o in group.outputs}
+    for s, direct in item_reads:
+        if id(s) in outs and not direct:
+            return False  # read at another index: a race with the loop that writes it
+        if id(s) not in outs and position.get(id(s), -1) >= start:
+            return False  # written after the group's kernel runs
+    return True
