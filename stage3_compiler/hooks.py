@@ -20,7 +20,7 @@ class TensorCore:
     dtype: DType
     device: str
     training: bool
-    lazydata: Any  # the LazyBuffer this tensor stands for (lazy.py)
+    lazydata: Any  # the LazyBuffer this tensor stands for (graph/lazy.py)
 
     @staticmethod
     def _make(lazydata: Any) -> Any:

@@ -1,11 +1,11 @@
-"""The Tensor: a handle on a node of the lazy graph (`lazydata`, a LazyBuffer: lazy.py).
+"""The Tensor: a handle on a node of the lazy graph (`lazydata`, a LazyBuffer: graph/lazy.py).
 
 This file holds the core (construction, properties, creation, conversion). The rest of the API
 lives in mixins, one file per section of the API: movement.py, elementwise.py, reduce.py and
 functional.py, each a layer on the hooks of hooks.py that this class implements, and autograd.py.
 No op computes anything: each adds a node to the graph, and `realize()` (or `numpy()`, `item()`,
 `tolist()`) hands the graph to the scheduler, which fuses it into kernels that the compiler
-generates (realize.py). numpy only converts data in and out.
+generates (engine/realize.py). numpy only converts data in and out.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The one thread setting every threaded kernel follows: the THREAD option (opts.py) splits a
+"""The one thread setting every threaded kernel follows: the THREAD option (codegen/opts.py) splits a
 generated kernel across this many threads, and the heuristics and BEAM key their choices by it
 (a kernel compiled for 2 threads is another kernel than for 1). The default is
 ``$OMP_NUM_THREADS`` (its first entry), else every core this process may run on (its affinity

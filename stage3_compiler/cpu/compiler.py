@@ -42,7 +42,7 @@ def flags() -> list[str]:
 
 
 def openmp_flags() -> list[str]:
-    """-fopenmp where the compiler has OpenMP: THREAD (opts.py) splits a kernel's loops with it.
+    """-fopenmp where the compiler has OpenMP: THREAD (codegen/opts.py) splits a kernel's loops with it.
     Without it the pragmas are ignored and every kernel runs on one thread, still correct."""
     probe = subprocess.run([compiler(), "-fopenmp", "-x", "c", "-shared", "-fPIC", "-o", os.devnull, "-"],
                            input=b"int x;", capture_output=True)

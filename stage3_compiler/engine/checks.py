@@ -34,7 +34,7 @@ class RangeCheck:
     fail: Callable[[int, int], Exception]  # (lowest, highest) -> the error to raise; holds plain values
 
 
-PENDING: list[RangeCheck] = []  # check_later's, for the next realize (realize.py)
+PENDING: list[RangeCheck] = []  # check_later's, for the next realize (engine/realize.py)
 
 
 def bounds(t) -> tuple:
