@@ -124,7 +124,9 @@ class FunctionalMixin(TensorCore):
         scores = self @ key.transpose(-2, -1) * (1 / math.sqrt(self.shape[-1]))  # (..., T, S)
         if is_causal:
             T, S = scores.shape[-2:]
-            attn_mask = self.ones(T, S, dtype=dtypes.bool, device=self.device).tril()
+            # the causal mask as a comparison of row and column indices, not a tril of ones: two ops
+            # the scores kernel computes in its loop instead of a (T, S) buffer a kernel writes first
+            attn_mask = self.arange(T, device=self.device).unsqueeze(-1) >= self.arange(S, device=self.device)
         if attn_mask is not None:
             if attn_mask.dtype is dtypes.bool:
                 scores = attn_mask.where(scores, float("-inf"))
@@ -157,10 +159,14 @@ class FunctionalMixin(TensorCore):
         labels._check_range(C, lambda low, top: IndexError(
             f"{name}: target labels must lie in [0, {C}) or equal ignore_index {ignore_index}; "
             f"got values in [{low}, {top}] {shapes}"))
-        logp = self.log_softmax(-1)
-        target = labels.one_hot(C)
-        picked = (logp * target).sum(-1)
-        nll = -(1 - label_smoothing) * picked - label_smoothing * logp.mean(-1)
+        # log_softmax's value at the label, x[label] - max - log(sum(exp(x - max))), with x[label]
+        # picked from x itself: that sum reads only x, so it shares the max's loop over the classes
+        x = self.cast(float_of(self.dtype))
+        m = x.max(-1, keepdim=True)
+        log_sum = (x - m).exp().sum(-1, keepdim=True).log()
+        picked = ((x * labels.one_hot(C)).sum(-1, keepdim=True) - m - log_sum).squeeze(-1)
+        nll = -picked if label_smoothing == 0 else \
+            -(1 - label_smoothing) * picked - label_smoothing * self.log_softmax(-1).mean(-1)
         nll = mask.where(nll, 0.0)
         return _reduce_loss(nll, reduction, mask.sum(), "sparse_categorical_crossentropy")
 

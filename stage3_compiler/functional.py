@@ -176,7 +176,7 @@ class FunctionalMixin(TensorCore):
         x = self.cast(float_of(self.dtype))
         m = x.max(-1, keepdim=True)
         log_sum = (x - m).exp().sum(-1, keepdim=True).log()
-        picked = ((x * labels.one_hot(C)).sum(-1, keepdim=True) - m - log_sum).squeeze_axes((x.ndim - 1,))
+        picked = ((x * labels.one_hot(C)).sum(-1, keepdim=True) - m - log_sum).squeeze(-1)
         nll = -picked if label_smoothing == 0 else \
             -(1 - label_smoothing) * picked - label_smoothing * self.log_softmax(-1).mean(-1)
         nll = mask.where(nll, 0.0)

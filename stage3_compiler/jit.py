@@ -92,27 +92,27 @@ class TinyJit:
         return bound
 
     def __call__(self, *args, **kwargs):
-        args, kwargs = swap_inputs(args, Tensor), swap_inputs(kwargs, Tensor)
-        signature, tensors = describe(args, kwargs, Tensor)
+        args, kwargs = swap_inputs(args), swap_inputs(kwargs)
+        signature, tensors = describe(args, kwargs)
         buffers = [t.lazydata.base.buffer for t in tensors]
         signature.append(("aliases", tuple(next(i for i, b in enumerate(buffers) if b is t) for t in buffers)))
         signature.append(("mode", (Tensor.training, grad_enabled())))
         if self.plan is not None:
             self.check(signature)
             check_state(self.plan, getattr(self.fn, "__name__", "the function"))
-            return self.replay(buffers, Tensor)
+            return self.replay(buffers)
         self.calls += 1
         if self.calls == 1:  # as a replay will: the returned tensors realized, with every assign the call made
-            return self.run(args, kwargs, Tensor)[0]
-        return self.capture(args, kwargs, signature, buffers, Tensor)
+            return self.run(args, kwargs)[0]
+        return self.capture(args, kwargs, signature, buffers)
 
-    def run(self, args, kwargs, Tensor) -> tuple[Any, Capture]:
+    def run(self, args, kwargs) -> tuple[Any, Capture]:
         """Call the function under a capture, then realize what it returns and every assign it made and
         left pending (BatchNorm's running statistics, which nothing else reads): a replay runs them all."""
         cap = capture.start()
         try:
             ret = self.fn(*args, **kwargs)
-            outs = flatten_outputs(ret, Tensor, getattr(self.fn, "__name__", "the function"))
+            outs = flatten_outputs(ret, getattr(self.fn, "__name__", "the function"))
             pending = [Tensor._make(node) for node in (r() for r in cap.assigns)
                        if node is not None and node.buffer is None and node.target is not None]
             pending += [t for t in (r() for r in cap.rebound) if t is not None and t.lazydata.base.buffer is None]
@@ -133,21 +133,21 @@ class TinyJit:
                                "runs the captured kernels, so every call needs the same shapes, dtypes, devices "
                                "and Python values (pass a number that changes as a Tensor)")
 
-    def capture(self, args, kwargs, signature, buffers, Tensor):
+    def capture(self, args, kwargs, signature, buffers):
         name = getattr(self.fn, "__name__", "the function")
-        ret, cap = self.run(args, kwargs, Tensor)
-        structure = freeze(ret, Tensor)
-        result = thaw(structure, lambda slot: None, Tensor, live=True)  # detached tensors over this call's buffers
+        ret, cap = self.run(args, kwargs)
+        structure = freeze(ret)
+        result = thaw(structure, lambda slot: None, live=True)  # detached tensors over this call's buffers
         del ret
         gc.collect()  # what the call dropped (its graph, with cycles) is gone before we ask what is alive
         self.plan = make_plan(cap, buffers, structure, name)
-        self.plan.state = find_holders(self.plan, Tensor)
+        self.plan.state = find_holders(self.plan)
         self.signature = signature
         return result
 
-    def replay(self, inputs: list, Tensor):
+    def replay(self, inputs: list):
         table = run_plan(self.plan, inputs)
-        return thaw(self.plan.outputs, lambda slot: table[slot], Tensor)
+        return thaw(self.plan.outputs, lambda slot: table[slot])
 
 
 def whole(t) -> bool:
@@ -155,7 +155,7 @@ def whole(t) -> bool:
     return t.lazydata.base.buffer is not None and t.lazydata.st.contiguous
 
 
-def swap_inputs(x, Tensor):
+def swap_inputs(x):
     """The call's arguments with each tensor made whole: an unrealized one is realized (in place, which
     changes nothing its caller sees), a strided view or a constant is copied into a buffer of its own and
     the copy is passed instead (so an assign to it inside the call does not reach the viewed tensor).
@@ -165,17 +165,17 @@ def swap_inputs(x, Tensor):
             x.realize()
         return x if whole(x) else x.contiguous().realize()
     if isinstance(x, (list, tuple)):
-        items = [swap_inputs(v, Tensor) for v in x]
+        items = [swap_inputs(v) for v in x]
         if all(a is b for a, b in zip(items, x, strict=True)):
             return x
         return type(x)(*items) if hasattr(x, "_fields") else type(x)(items)
     if isinstance(x, dict):
-        items = {k: swap_inputs(v, Tensor) for k, v in x.items()}
+        items = {k: swap_inputs(v) for k, v in x.items()}
         return x if all(items[k] is v for k, v in x.items()) else type(x)(items)
     return x
 
 
-def find_holders(plan: Plan, Tensor) -> list[tuple[int, list, str]]:
+def find_holders(plan: Plan) -> list[tuple[int, list, str]]:
     """For each buffer of earlier state the plan reads, the tensors that hold it now (weakly), and
     what it is: (slot, [ref], description). A one-time walk over the live objects, at the capture."""
     slots = {id(plan.fixed[s]): s for s in plan.state_slots}
@@ -221,7 +221,7 @@ def grad_enabled() -> bool:
     return GradMode.enabled
 
 
-def describe(args, kwargs, Tensor) -> tuple[list, list]:
+def describe(args, kwargs) -> tuple[list, list]:
     """The call's signature, [(where, what)], and its tensors in order. A tensor is described by
     its shape, dtype and device; any other value by itself (lists, tuples and dicts are opened)."""
     signature, tensors = [], []
@@ -258,7 +258,7 @@ def show(what: tuple) -> str:
     return f"{what[0]} {what[1]}"
 
 
-def flatten_outputs(ret, Tensor, name: str) -> list:
+def flatten_outputs(ret, name: str) -> list:
     outs = []
 
     def walk(x) -> None:
@@ -278,19 +278,19 @@ def flatten_outputs(ret, Tensor, name: str) -> list:
     return outs
 
 
-def freeze(ret, Tensor):
+def freeze(ret):
     """The return value with each tensor as (buffer, view, base shape, dtype, device)."""
     if isinstance(ret, Tensor):
         lb = ret.lazydata
         return ("tensor", lb.base.buffer, None if lb.is_base else lb.st, lb.base.shape, lb.dtype, lb.device)
     if isinstance(ret, (list, tuple)):
-        return (type(ret), [freeze(v, Tensor) for v in ret])
+        return (type(ret), [freeze(v) for v in ret])
     if isinstance(ret, dict):
-        return (dict, {k: freeze(v, Tensor) for k, v in ret.items()})
+        return (dict, {k: freeze(v) for k, v in ret.items()})
     return None
 
 
-def thaw(frozen, buffer_of, Tensor, live: bool = False):
+def thaw(frozen, buffer_of, live: bool = False):
     """Tensors again, over the buffers `buffer_of(slot)` gives (the frozen buffer itself when live)."""
     if frozen is None:
         return None
@@ -301,5 +301,5 @@ def thaw(frozen, buffer_of, Tensor, live: bool = False):
         return Tensor._make(base if st is None else base._view(st))
     kind, items = frozen
     if kind is dict:
-        return {k: thaw(v, buffer_of, Tensor, live) for k, v in items.items()}
-    return kind(thaw(v, buffer_of, Tensor, live) for v in items)
+        return {k: thaw(v, buffer_of, live) for k, v in items.items()}
+    return kind(thaw(v, buffer_of, live) for v in items)

@@ -1,5 +1,5 @@
 /* GELU, x * Phi(x) with Phi the standard normal CDF, and its slope Phi(x) + x * phi(x), one
-   element at a time, for elementwise.c's U_GELU (and stage2's B_GELU_GRAD).
+   element at a time, for elementwise.c's U_GELU (and, once there is autograd, the slope for B_GELU_GRAD).
 
    Phi(x) = erfc(-x / sqrt 2) / 2 is accurate in both tails, where the textbook 0.5 * (1 + erf(x /
    sqrt 2)) cancels to 0 for x below about -5. float64 calls libm. float32 does not: glibc's erff
