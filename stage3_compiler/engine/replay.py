@@ -36,11 +36,7 @@ class Plan:
 
 
 def buffers_of(step: Step) -> list:
-    if isinstance(step, KernelStep):
-        return step.buffers
-    if isinstance(step, CheckStep):
-        return step.buffers
-    return [step.buffer]
+    return [step.buffer] if isinstance(step, FixedStep) else step.buffers
 
 
 def with_slots(step: Step, slot_of: dict) -> Step:

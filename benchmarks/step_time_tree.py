@@ -1,0 +1,24 @@
+"""The jitted nanoGPT CPU step of benchmarks/test_train.py on stage3 from one tree of the repository:
+the median of 30 replayed steps, for comparing two trees in back-to-back processes:
+`python benchmarks/step_time_tree.py PATH_TO_TREE` (one line: the tree, kernels per replay, median ms)."""
+
+import statistics
+import sys
+import time
+
+sys.path.insert(0, sys.argv[1] if len(sys.argv) > 1 else ".")
+
+import benchmarks.test_train as B  # noqa: E402  (from the tree named above)
+
+_, weights = B.stage2_stepper()
+step = B.stage3_stepper(weights)
+for _ in range(5):  # eager, capture, replays
+    step()
+times = []
+for _ in range(30):
+    start = time.perf_counter()
+    step()
+    times.append(time.perf_counter() - start)
+jit = next(c.cell_contents for c in step.__closure__ if type(c.cell_contents).__name__ == "TinyJit")
+print(f"{sys.argv[1] if len(sys.argv) > 1 else '.'}: {jit.plan.kernels} kernels per replay, "
+      f"median step {statistics.median(times) * 1e3:.1f} ms")
