@@ -1,6 +1,7 @@
 """The jitted nanoGPT CPU step of benchmarks/test_train.py on stage3 from one tree of the repository:
 the median of 30 replayed steps, for comparing two trees in back-to-back processes:
-`python benchmarks/step_time_tree.py PATH_TO_TREE` (one line: the tree, kernels per replay, median ms)."""
+`python benchmarks/step_time_tree.py PATH_TO_TREE [--eager]` (the tree, kernels per replay, median ms;
+with --eager also an eager step without the JIT, benchmarks/stage3_fusion.make_step's, median of 10)."""
 
 import statistics
 import sys
@@ -22,3 +23,17 @@ for _ in range(30):
 jit = next(c.cell_contents for c in step.__closure__ if type(c.cell_contents).__name__ == "TinyJit")
 print(f"{sys.argv[1] if len(sys.argv) > 1 else '.'}: {jit.plan.kernels} kernels per replay, "
       f"median step {statistics.median(times) * 1e3:.1f} ms")
+
+if "--eager" in sys.argv:  # the same model's step without the JIT: the graph built and scheduled every step
+    from benchmarks.stage3_fusion import make_step  # noqa: E402
+    from common.stages import load_stage  # noqa: E402
+
+    eager = make_step(load_stage(3), jit=False)
+    for _ in range(3):
+        eager()
+    times = []
+    for _ in range(10):
+        start = time.perf_counter()
+        eager()
+        times.append(time.perf_counter() - start)
+    print(f"{sys.argv[1]}: eager step median {statistics.median(times) * 1e3:.1f} ms")

@@ -75,7 +75,7 @@ FLOAT_ONLY = frozenset({Ops.RECIP, Ops.SQRT, Ops.EXP, Ops.LOG, Ops.EXP2, Ops.LOG
 # The IR: what a lazy graph may hold. AND/OR/XOR are the bitwise ops of ints and bools, REDUCE_MUL
 # is prod's reduction (tinygrad keeps it too), and DIV is float division, correctly rounded as numpy's
 # (x * RECIP(y) rounds twice, and the mean of [-36] / 5 came out one ulp off): the only additions
-# to the list of the IR in ../shared/DESIGN.md.
+# to tinygrad's minimal list, which the project's design took as the IR.
 IR_ELEMENTWISE = frozenset({Ops.ADD, Ops.MUL, Ops.DIV, Ops.MAX, Ops.NEG, Ops.RECIP, Ops.EXP2, Ops.LOG2, Ops.SQRT,
                             Ops.SIN, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.WHERE, Ops.CAST, Ops.AND, Ops.OR,
                             Ops.XOR})
