@@ -87,23 +87,27 @@ class CRenderer(Renderer):
         if dtype.is_int:
             return f"{int(value)}LL" if dtype is dtypes.int64 else str(int(value))
         value = float(value)
-        if math.isnan(value):
-            return "NAN" if dtype is dtypes.float32 else "(double)NAN"
+        if math.isnan(value):  # what <math.h>'s NAN, INFINITY and HUGE_VAL expand to (see `prologue`)
+            return '__builtin_nanf("")' if dtype is dtypes.float32 else '__builtin_nan("")'
         if math.isinf(value):
-            return ("INFINITY" if value > 0 else "(-INFINITY)") if dtype is dtypes.float32 else \
-                ("HUGE_VAL" if value > 0 else "(-HUGE_VAL)")
+            inf = "__builtin_inff()" if dtype is dtypes.float32 else "__builtin_huge_val()"
+            return inf if value > 0 else f"(-{inf})"
         if dtype is dtypes.float32:
             value = struct.unpack("f", struct.pack("f", value))[0]  # rounded as the kernel will hold it
             return f"{value.hex()}f"
         return value.hex()
 
+    def libm(self, op: Ops, dtype: DType) -> str:
+        """The function a LIBM op calls: C's (sqrtf, sin, ...) or, for float32 EXP2, our own."""
+        if op is Ops.EXP2 and dtype is dtypes.float32 and self.exp2f:
+            return self.exp2f
+        return f"{LIBM[op]}{'f' if dtype is dtypes.float32 else ''}"
+
     def alu(self, op: Ops, dtype: DType, args: list[str], src_dtype: DType) -> str:
         a = args
         t = src_dtype
-        if op is Ops.EXP2 and t is dtypes.float32 and self.exp2f:
-            return f"{self.exp2f}({a[0]})"
         if op in LIBM:
-            return f"{LIBM[op]}{'f' if t is dtypes.float32 else ''}({a[0]})"
+            return f"{self.libm(op, t)}({a[0]})"
         if op is Ops.RECIP:
             return f"(({self.ctype(t)})1/{a[0]})"
         if op is Ops.WHERE:
@@ -199,12 +203,15 @@ class CRenderer(Renderer):
                 *(['#pragma GCC optimize ("no-tree-pre")'] if no_pre else [])]
 
     def prologue(self, kernel: Kernel, pragmas: list[str]) -> list[str]:
-        """What comes before the kernel's signature. (sitp_exp2f comes first and is always inlined:
-        gcc does not inline a function compiled under other optimize settings, and a call in the
-        loop stops its vectorization.)"""
-        exp2f = self.exp2f and any(u.op is UOps.ALU and u.arg is Ops.EXP2 and u.dtype is dtypes.float32
-                                   for u in kernel.uops)
-        return ["#include <math.h>", *([EXP2F] if exp2f else []),
+        """What comes before the kernel's signature: the math functions it calls. These are libm's
+        prototypes, not <math.h>: parsing the header took a fifth of a small kernel's compile
+        (benchmarks/compile_cost.py), and the constants are the builtins its macros expand to
+        (`_literal`). (sitp_exp2f comes first and is always inlined: gcc does not inline a function
+        compiled under other optimize settings, and a call in the loop stops its vectorization.)"""
+        calls = {self.libm(u.arg, u.srcs[0].dtype): self.ctype(u.srcs[0].dtype)
+                 for u in kernel.uops if u.op is UOps.ALU and u.arg in LIBM}
+        protos = [f"{t} {name}({t});" for name, t in sorted(calls.items()) if name != self.exp2f]
+        return [*protos, *([EXP2F] if self.exp2f in calls else []),
                 *(["#pragma GCC push_options", *pragmas] if pragmas else [])]
 
     def render(self, kernel: Kernel) -> str:
