@@ -44,7 +44,7 @@ def buffer_class(op: str, device: str) -> type:
     raises RuntimeError saying what is missing when CuPy or a GPU is not there."""
     if device == "CPU":
         return Buffer
-    runtime(op)  # raises here, naming the op, rather than at the first kernel
+    runtime_of(op, device)  # starts the device: raises here, naming the op, rather than at the first kernel
     return CudaBuffer
 
 
