@@ -15,6 +15,7 @@ from .autograd import record
 from .device import check_same
 from .dtype import dtypes
 from .engine import checks
+from .graph.symbolic import Node, SymbolicError
 from .hooks import TensorCore
 from .ops import Ops
 from .shape import MAX_DIMS, broadcast_shapes, normalize_axes, normalize_axis, prod, resolve_reshape
@@ -92,7 +93,12 @@ class MovementMixin(TensorCore):
         bounds = []
         for n, b in zip(self.shape, arg, strict=True):
             start, end = (0, n) if b is None else b
-            if not 0 <= start <= end <= n:
+            try:
+                inside = 0 <= start <= end <= n
+            except SymbolicError:
+                raise ValueError(f"shrink: the ranges of bounds {(start, end)} do not prove them inside a dim of size "
+                                 f"{n} in shape {self.shape}") from None
+            if not inside:
                 raise ValueError(f"shrink: bounds {(start, end)} are outside a dim of size {n} "
                                  f"in shape {self.shape}")
             bounds.append((start, end))
@@ -242,6 +248,10 @@ class MovementMixin(TensorCore):
             n = x.shape[dim]
             if isinstance(item, (bool, np.bool_)):
                 raise TypeError("getitem: boolean indices are not supported; use where()")
+            if isinstance(item, Node) or (isinstance(item, slice) and any(isinstance(b, Node) for b in
+                                                                          (item.start, item.stop, item.step))):
+                x, dim = x._symbolic_index(dim, item), dim + isinstance(item, slice)
+                continue
             if isinstance(item, (int, np.integer)) and not has_array:
                 i = int(item)
                 if not -n <= i < n:
@@ -259,6 +269,21 @@ class MovementMixin(TensorCore):
                 raise TypeError(f"getitem: unsupported index {item!r} of type {type(item).__name__}")
             dim += 1
         return x, advanced
+
+    def _symbolic_index(self, dim: int, item) -> Self:
+        """x[v] or x[a:b] where v, a or b is symbolic (graph/symbolic.Variable): one shrink, steps of 1,
+        bounds counted from the start (a negative end would move the elements with the value)."""
+        n = self.shape[dim]
+        if isinstance(item, slice):
+            if item.step not in (None, 1):
+                raise ValueError(f"getitem: a slice with a symbolic bound takes step 1, got {item.step}")
+            start, stop = (0 if item.start is None else item.start), (n if item.stop is None else item.stop)
+        else:
+            start, stop = item, item + 1
+        if any(isinstance(b, int) and b < 0 for b in (start, stop)):
+            raise IndexError(f"getitem: a symbolic index counts from the start; got {start}:{stop} for shape {self.shape}")
+        out = self.shrink(tuple((start, stop) if d == dim else None for d in range(self.ndim)))
+        return out if isinstance(item, slice) else out.squeeze(dim)
 
     def _slice(self, dim: int, start: int, stop: int, step: int) -> Self:
         """x[start:stop:step] along dim on the primitives: a negative step flips first; a step k > 1

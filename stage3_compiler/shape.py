@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from .graph.symbolic import Node
+
 Shape = tuple[int, ...]
 
 MAX_DIMS = 64  # the C walk keeps one index per dim on the stack
@@ -73,6 +75,8 @@ def normalize_axes(op: str, axis, ndim: int, shape: Shape | None = None) -> tupl
 
 def resolve_reshape(op: str, old: Shape, new: Sequence[int]) -> Shape:
     """Fill in one -1 and check that the element count is kept."""
+    if any(isinstance(n, Node) for n in (*old, *new)):
+        return _resolve_symbolic(op, old, tuple(new))
     new = tuple(int(n) for n in new)
     if new.count(-1) > 1:
         raise ValueError(f"{op}: can only infer one dimension, got {new}")
@@ -87,6 +91,27 @@ def resolve_reshape(op: str, old: Shape, new: Sequence[int]) -> Shape:
     if prod(new) != total:
         raise ValueError(f"{op}: cannot reshape {old} ({total} elements) into {new} "
                          f"({prod(new)} elements)")
+    return new
+
+
+def _resolve_symbolic(op: str, old: Shape, new: Shape) -> Shape:
+    """resolve_reshape where a dim is symbolic: the symbolic dims are kept as they are (the shape
+    tracker checks their places); a -1 stands for the concrete elements left, or for the one
+    symbolic dim the new shape leaves out when no concrete elements are left."""
+    new = tuple(n if isinstance(n, Node) else int(n) for n in new)
+    if new.count(-1) > 1 or any(not isinstance(n, Node) and n < -1 for n in new):
+        raise ValueError(f"{op}: expected sizes >= 0 and at most one -1, got {new}")
+    if -1 in new:
+        concrete_old = prod(n for n in old if not isinstance(n, Node))
+        concrete_new = prod(n for n in new if not isinstance(n, Node) and n != -1)
+        missing = [n for n in old if isinstance(n, Node) and n not in new]
+        if concrete_new == 0 or concrete_old % concrete_new or len(missing) > 1 or \
+                (missing and concrete_old != concrete_new):
+            raise ValueError(f"{op}: cannot infer the -1 of {new} from symbolic shape {old}")
+        fill = missing[0] if missing else concrete_old // concrete_new
+        new = tuple(fill if n == -1 else n for n in new)
+    if prod(new) != prod(old):
+        raise ValueError(f"{op}: cannot reshape {old} into {new}: the element counts differ")
     return new
 
 

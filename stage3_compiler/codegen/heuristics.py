@@ -12,6 +12,7 @@ the device's name.
 from __future__ import annotations
 
 from ..graph.lazy import LazyBuffer, numel
+from ..graph.symbolic import layout
 from ..ops import IR_ELEMENTWISE, Ops
 from .item import ScheduleItem
 from .opts import Opt, OptOps, apply_opts, outer_loop, reduce_axes
@@ -21,10 +22,11 @@ THREAD_MIN_WORK = 1 << 15  # output entries x reduction steps below which a kern
 
 
 def strides_of(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Row-major strides, a symbolic dim at its layout size (graph/shapetracker.py)."""
     out, acc = [], 1
     for n in reversed(shape):
         out.append(acc)
-        acc *= n
+        acc *= layout(n)
     return tuple(reversed(out))
 
 
@@ -121,7 +123,10 @@ def heuristic_opts(item: ScheduleItem, renderer: Renderer, threads: int,
     (upcast_axes; `stored`, the bases the schedule's kernels write, tells a matmul operand
     loaded from memory from one computed in the loop), SPLIT for a row reduction (split_axis), a
     cache block for a matmul whose B panel would not stay in cache, and THREAD for a kernel with
-    enough work to pay for waking the other threads."""
+    enough work to pay for waking the other threads. A kernel whose loops run to a symbolic size
+    gets none (its sizes are not known until the launch)."""
+    if item.symbolic:
+        return ()
     split = split_axis(item) if renderer.split_reductions and item.reduce is not None \
         and not matmul_tile(item, renderer) else None
     if split is not None:  # a row reduction over memory side by side: 8 partials a vector (see SPLIT)

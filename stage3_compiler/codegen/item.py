@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..graph.lazy import LazyBuffer
+from ..graph.shapetracker import is_symbolic
 
 
 @dataclass(eq=False)
@@ -27,3 +28,8 @@ class ScheduleItem:
     @property
     def reduces(self) -> list[LazyBuffer]:
         return [] if self.reduce is None else [self.reduce, *self.also_reduces]
+
+    @property
+    def symbolic(self) -> bool:
+        """Does a loop of the kernel run to a symbolic size (graph/shapetracker.py)?"""
+        return is_symbolic(self.root.shape) or (self.reduce is not None and is_symbolic(self.reduce.srcs[0].shape))

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..dtype import DType, dtypes
 from ..graph.lazy import LazyBuffer, numel
-from ..graph.symbolic import Node, Num, Var, render
+from ..graph.symbolic import Node, Num, Var, Variable, layout, render, vars
 from ..ops import IR_ELEMENTWISE, Ops
 from ..threads import get_num_threads
 from .heuristics import heuristic_opts, strides_of
@@ -45,7 +45,20 @@ def flat_index(idxs: list[Node], shape: tuple[int, ...]) -> Node:
 
 
 def unflatten(flat: Node, shape: tuple[int, ...]) -> list[Node]:
-    return [Num(0) if n == 1 else (flat // stride) % n for stride, n in zip(strides_of(shape), shape, strict=True)]
+    return [Num(0) if n == 1 else (flat // stride) % layout(n) for stride, n in zip(strides_of(shape), shape, strict=True)]
+
+
+def loop_var(name: str, extent: int | Node) -> Node:
+    """The index of a loop over `extent` steps (Num(0) for one step). A symbolic extent's loop stops
+    at the bound value; its index is known to lie below the extent's maximum."""
+    if not isinstance(extent, Node) and extent <= 1:
+        return Num(0)
+    return Var(name, 0, layout(extent) - 1)
+
+
+def dim_name(n: int | Node) -> str:
+    """A dim in a kernel's name: its size, or a symbolic size's variables."""
+    return "_".join(sorted(v.name for v in vars(n))) if isinstance(n, Node) else str(n)
 
 
 class Lowerer:
@@ -176,7 +189,7 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
     gidx: list[Node] = []
     for d, n in enumerate(loop_sizes):
         inner = plan.block.get(d, n)
-        g: Node = Num(0) if inner == 1 else Var(f"gidx{d}", 0, inner - 1)
+        g: Node = loop_var(f"gidx{d}", inner)
         if isinstance(g, Var) and renderer.grid:  # a GPU thread's output index, from its place in the grid
             L.emit(UOps.SPECIAL, dtypes.int64, arg=Loop(g.name, inner, LoopKind.OUTPUT))
         elif isinstance(g, Var):
@@ -206,8 +219,8 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
                 if d in axes and n != 1:
                     # UNROLL and SPLIT: the loop takes that many terms a pass
                     steps = n // (plan.unroll.get(d, 1) * plan.split.get(d, 1))
-                    rvars[d] = Var(f"ridx{d}", 0, steps - 1) if steps > 1 else Num(0)
-                    if steps > 1:
+                    rvars[d] = loop_var(f"ridx{d}", steps)
+                    if isinstance(rvars[d], Var):
                         inner_loops.append(L.loop(rvars[d].name, steps, LoopKind.REDUCE))
             sidx = None
             if split_axis is not None:
@@ -243,7 +256,7 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
     for _ in ranges:
         L.emit(UOps.ENDRANGE, None)
     kind = "r" if item.reduce is not None else "E"
-    name = "_".join([kind, *(str(n) for n in root.shape)] + [f"R{n}" for n in reduce_shape])
+    name = "_".join([kind, *(dim_name(n) for n in root.shape)] + [f"R{dim_name(n)}" for n in reduce_shape])
     name += f"_U{'x'.join(str(u) for u in ups.values())}" if ups else ""
     name += "".join(f"_UR{u}" for u in plan.unroll.values())
     name += "".join(f"_S{n}" for n in plan.split.values())
@@ -253,4 +266,14 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
     if item.reduce is not None and 0 in item.reduce.srcs[0].shape:
         name += "_empty"
     return Kernel(name, root.shape, L.uops, L.buffers, L.alu_count // upcast, reduce_shape, upcast,
-                  len(item.outputs), tuple(opts), plan.threads)
+                  len(item.outputs), tuple(opts), plan.threads, kernel_variables(L.uops))
+
+
+def kernel_variables(uops: list[UOp]) -> tuple[Variable, ...]:
+    """The user's Variables the kernel reads (its extra arguments), unbound, in name order."""
+    found: dict[str, Variable] = {}
+    for u in uops:
+        for arg in (u.arg[0] if u.op is UOps.LOAD else u.arg.extent if isinstance(u.arg, Loop) else u.arg,):
+            if isinstance(arg, Node):
+                found.update((v.name, Variable(v.name, v.min, v.max)) for v in vars(arg) if isinstance(v, Variable))
+    return tuple(found[n] for n in sorted(found))

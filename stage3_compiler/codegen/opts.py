@@ -94,7 +94,7 @@ def reduce_axes(item: ScheduleItem) -> tuple[int, ...]:
     if r is None:
         return ()
     src = r.srcs[0].shape
-    return tuple(d for d in r.arg if src[d] > 1)
+    return tuple(d for d in r.arg if src[d] != 1)  # (a symbolic size is a loop)
 
 
 def apply_opts(item: ScheduleItem, opts: tuple[Opt, ...] | list[Opt], renderer: Renderer) -> LoopPlan:
@@ -102,6 +102,8 @@ def apply_opts(item: ScheduleItem, opts: tuple[Opt, ...] | list[Opt], renderer: 
     shape = item.root.shape
     where = f"kernel of shape {shape}"
     target = type(renderer).__name__
+    if opts and item.symbolic:
+        raise OptError(f"{opts[0]}: options on a kernel whose loops run to a symbolic size are not built ({where})")
     for opt in opts:
         if opt.op in (OptOps.LOCAL, OptOps.GROUP):
             raise OptError(f"{opt}: LOCAL and GROUP (GPU shared-memory tiles, split reductions) are not built")

@@ -46,7 +46,7 @@ class LoopKind(Enum):
 @dataclass(frozen=True)
 class Loop:
     var: str
-    extent: int
+    extent: int | Node  # a symbolic size (a user's Variable in it) is an argument of the kernel
     kind: LoopKind
 
 
@@ -80,3 +80,4 @@ class Kernel:
     outputs: int = 1  # buffers the kernel writes: the first ones of `buffers`
     opts: tuple = ()  # the options (opts.py) its loops were shaped by
     threads: int = 1  # THREAD: OpenMP threads, each running a slice of the outermost loop
+    variables: tuple = ()  # the user's Variables it takes as arguments after the buffers, in name order

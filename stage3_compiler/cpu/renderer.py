@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from ..codegen.renderer import Renderer
 from ..codegen.uops import Kernel, LoopKind, UOp, UOps
 from ..dtype import DType, dtypes
-from ..graph.symbolic import descends, render
+from ..graph.symbolic import Node, descends, render
 from ..ops import Ops
 
 CTYPES = {"bool": "unsigned char", "int32": "int", "int64": "long long", "float32": "float", "float64": "double"}
@@ -162,8 +162,9 @@ class CRenderer(Renderer):
         return f"(({i})<0?0:({i})>{bound}?{bound}:({i}))"  # the C compiler computes i once
 
     def params(self, kernel: Kernel) -> list[str]:
-        return [f"{'const ' if i >= kernel.outputs else ''}{self.ctype(b.dtype)}* restrict data{i}"
-                for i, b in enumerate(kernel.buffers)]
+        """The buffers (outputs first), then the user's Variables by name (a symbolic size's value)."""
+        return [*(f"{'const ' if i >= kernel.outputs else ''}{self.ctype(b.dtype)}* restrict data{i}"
+                  for i, b in enumerate(kernel.buffers)), *(f"const long long {v.name}" for v in kernel.variables)]
 
     def signature(self, kernel: Kernel) -> str:
         if kernel.threads > 1:  # THREAD: the loops live in the part function, see threaded()
@@ -176,7 +177,7 @@ class CRenderer(Renderer):
         outermost loop. (An OpenMP loop written around the kernel's own loops is outlined into a
         function that reads the buffers through a struct: their `restrict` is lost, and a matmul
         tile ran 7x slower so.)"""
-        args = ", ".join(f"data{i}" for i in range(len(kernel.buffers)))
+        args = ", ".join([*(f"data{i}" for i in range(len(kernel.buffers))), *(v.name for v in kernel.variables)])
         return [f"{self.kernel_prefix}void {kernel.name}({', '.join(self.params(kernel))}) {{",
                 f"  #pragma omp parallel for num_threads({kernel.threads}) schedule(static)",
                 f"  for (long long part = 0; part < {kernel.threads}; part++) {kernel.name}_part(part, {args});",
@@ -244,7 +245,7 @@ class CRenderer(Renderer):
 
     def render_range(self, src: Source, u: UOp) -> None:
         loop = u.arg
-        start, end = "0", str(loop.extent)
+        start, end = "0", render(loop.extent) if isinstance(loop.extent, Node) else str(loop.extent)
         if src.loops == 0 and src.kernel.threads > 1:  # THREAD: this part's slice of the outermost loop
             threads = src.kernel.threads
             start, end = f"part*{loop.extent}/{threads}", f"(part+1)*{loop.extent}/{threads}"

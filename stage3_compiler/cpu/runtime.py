@@ -50,9 +50,10 @@ class CPURuntime:
         """(source, name) each, compiled together: compiler.compile_kernels."""
         return compile_kernels(kernels)
 
-    def launch(self, program: Program, buffers: list) -> None:
-        """One call runs the whole kernel: its loops are in the C. buffers: outputs first, as the kernel's."""
-        program.fn(*[ctypes.c_void_p(b.address) for b in buffers])
+    def launch(self, program: Program, buffers: list, values: tuple[int, ...] = ()) -> None:
+        """One call runs the whole kernel: its loops are in the C. buffers: outputs first, as the kernel's;
+        values: its Variables' values, in the kernel's order (kernel.variables)."""
+        program.fn(*[ctypes.c_void_p(b.address) for b in buffers], *[ctypes.c_longlong(v) for v in values])
 
     # ---- a Buffer's fixed kernels (random.py, Tensor._iota), with the earlier stages' signatures ----
 

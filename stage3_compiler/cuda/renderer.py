@@ -14,7 +14,8 @@
    written as their bit patterns.
 
 Everything else (the arithmetic, numpy's integer wrapping and NaN rules, the index expressions) is
-the C renderer's, rule for rule.
+the C renderer's, rule for rule. A symbolic output size (a user's Variable, an argument of the
+kernel) is a C expression in the grid-stride loop's bound; the grid is sized for its maximum.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import struct
 from ..codegen.uops import Kernel, Loop, UOp, UOps
 from ..cpu.renderer import CRenderer, Source
 from ..dtype import DType, dtypes
+from ..graph.symbolic import Node, layout, render
 
 PRELUDE = "#define restrict __restrict__"
 
@@ -35,9 +37,16 @@ def output_loops(kernel: Kernel) -> list[Loop]:
 
 
 def output_size(kernel: Kernel) -> int:
-    """How many flat output indices the grid-stride loop walks (1 for a one-element output); the
-    launch sizes its grid by it."""
-    return math.prod(loop.extent for loop in output_loops(kernel))
+    """How many flat output indices the grid-stride loop walks at most (1 for a one-element output;
+    a symbolic size at its maximum); the launch sizes its grid by it."""
+    return math.prod(layout(loop.extent) for loop in output_loops(kernel))
+
+
+def c_product(extents: list) -> str:
+    """The product of loop extents as C: an int, or symbolic sizes multiplied in the kernel."""
+    number = math.prod(e for e in extents if not isinstance(e, Node))
+    symbolic = [f"({render(e)})" for e in extents if isinstance(e, Node)]
+    return "*".join([*([str(number)] if number != 1 or not symbolic else []), *symbolic])
 
 
 class CUDARenderer(CRenderer):
@@ -70,15 +79,16 @@ class CUDARenderer(CRenderer):
         """An output index from the flat one (`gid`): gidx_d = gid / stride_d % extent_d."""
         loops = output_loops(src.kernel)
         d = next(i for i, loop in enumerate(loops) if loop.var == u.arg.var)
-        stride = math.prod(loop.extent for loop in loops[d + 1:])
-        value = "gid" if stride == 1 else f"gid / {stride}"
+        stride = c_product([loop.extent for loop in loops[d + 1:]])
+        value = "gid" if stride == "1" else f"gid / {stride}" if stride.isdigit() else f"gid / ({stride})"
         if d > 0:  # the outermost index is below its extent already: gid < the product of them all
-            value = f"{value} % {u.arg.extent}" if stride == 1 else f"({value}) % {u.arg.extent}"
+            extent = c_product([u.arg.extent])
+            value = f"{value} % {extent}" if stride == "1" else f"({value}) % {extent}"
         src.add(f"long long {u.arg.var} = {value};")
 
     def open(self, src: Source) -> None:
         """The grid-stride loop the kernel's body runs in, closed by `close`."""
-        n = output_size(src.kernel)  # 1 when the output is one element: one thread works
+        n = c_product([loop.extent for loop in output_loops(src.kernel)])  # 1: a one-element output, one thread
         src.add(f"for (long long gid = (long long)blockIdx.x * blockDim.x + threadIdx.x; gid < {n}; "
                 "gid += (long long)blockDim.x * gridDim.x) {")
         src.depth += 1

@@ -73,9 +73,11 @@ class CUDARuntime:
         """NVRTC compiles in-process and fast: one at a time."""
         return [self.compile(source, name) for source, name in kernels]
 
-    def launch(self, program: Program, buffers: list) -> None:
-        """Run a compiled kernel over its output: buffers in the kernel's argument order (outputs first)."""
-        self._launch(program.fn, output_size(program.kernel), [np.uint64(b.address) for b in buffers])
+    def launch(self, program: Program, buffers: list, values: tuple[int, ...] = ()) -> None:
+        """Run a compiled kernel over its output: buffers in the kernel's argument order (outputs first),
+        then its Variables' values."""
+        self._launch(program.fn, output_size(program.kernel),
+                     [*(np.uint64(b.address) for b in buffers), *(np.int64(v) for v in values)])
 
     def _launch(self, fn, n: int, args: list) -> None:
         if n > 0:  # a grid of zero blocks is an error in CUDA; nothing to do anyway

@@ -3,7 +3,9 @@
 - `structure`: a kernel's identity read from the graph without lowering it (every base it
   computes, with its op, views and constants, and every base it loads as a numbered input);
 - `kernel_key`: that, plus what picks its options besides its structure (the thread setting and
-  BEAM's width): the key of realize's Program cache, in memory;
+  BEAM's width): the key of realize's Program cache, in memory. A user's Variable is part of a
+  structure without its bound value (one Program for every value); `bound_values` reads the values
+  this graph holds, which the launch passes;
 - `search_key`: a kernel's source without options, its device, compiler and CPU, and the thread
   setting: the key of a BEAM search's winner, on disk.
 
@@ -19,6 +21,8 @@ from ..codegen.item import ScheduleItem
 from ..codegen.lower import lower
 from ..cpu.compiler import machine_key
 from ..graph.lazy import LazyBuffer
+from ..graph.shapetracker import is_symbolic
+from ..graph.symbolic import variables
 from ..ops import Ops
 from ..settings import beam_width
 from ..threads import get_num_threads
@@ -29,12 +33,13 @@ def const_key(value) -> tuple:
     return (type(value).__name__, value.hex() if isinstance(value, float) else value)
 
 
-def structure(item: ScheduleItem, stored: set[int]) -> tuple[tuple, list[LazyBuffer]]:
+def structure(item: ScheduleItem, stored: set[int], found: set | None = None) -> tuple[tuple, list[LazyBuffer]]:
     """A kernel's identity, without lowering it: every base the kernel computes, as (op, arg, dtype,
     shape, its sources as (view, record number)), and every base it loads as a numbered input. Two
     kernels with equal structures lower to the same source, so the second is found in a dict (see
     engine/realize.py) instead of lowered and rendered again; `inputs` are the second one's loaded bases,
-    in record order. It reads the graph exactly as Lowerer does."""
+    in record order. It reads the graph exactly as Lowerer does. `found` collects the user's
+    Variables of the views it reads (see bound_values)."""
     records: list[tuple] = []
     number: dict[int, int] = {}
     inputs: list[LazyBuffer] = []
@@ -49,6 +54,8 @@ def structure(item: ScheduleItem, stored: set[int]) -> tuple[tuple, list[LazyBuf
             record = ("CONST", const_key(b.arg), b.dtype.name, b.shape)
         else:
             srcs = tuple((None if s.is_base else s.st, visit(s.base)) for s in b.srcs)
+            if found is not None:
+                found.update(*(s.st.variables for s in b.srcs if not s.is_base))
             record = (b.op, b.arg, b.dtype.name, b.shape, srcs)
         number[id(b)] = len(records)
         records.append(record)
@@ -61,10 +68,29 @@ def structure(item: ScheduleItem, stored: set[int]) -> tuple[tuple, list[LazyBuf
     return (item.root.device, reduces, tuple(records)), inputs
 
 
-def kernel_key(item: ScheduleItem, stored: set[int]) -> tuple[tuple, list[LazyBuffer]]:
-    """The Program cache's key of a kernel, and its loaded inputs in structure order."""
-    key, inputs = structure(item, stored)
-    return (key, get_num_threads(), beam_width()), inputs
+def kernel_key(item: ScheduleItem, stored: set[int]) -> tuple[tuple, list[LazyBuffer], dict[str, int]]:
+    """The Program cache's key of a kernel, its loaded inputs in structure order, and the values of
+    its Variables."""
+    found: set = set()
+    key, inputs = structure(item, stored, found)
+    return (key, get_num_threads(), beam_width()), inputs, bound_values(item, found)
+
+
+def bound_values(item: ScheduleItem, found: set) -> dict[str, int]:
+    """The values of the user's Variables in the kernel's loops and views (`found`: those of its views,
+    which `structure` collects), by name; a variable left unbound, or bound to two values, raises."""
+    found = set(found)
+    if is_symbolic(item.root.shape):
+        found |= variables(item.root.shape)
+    if item.reduce is not None and is_symbolic(item.reduce.srcs[0].shape):
+        found |= variables(item.reduce.srcs[0].shape)
+    values: dict[str, int] = {}
+    for v in found:
+        if v.value is None:
+            raise ValueError(f"realize: Variable {v.name!r} in [{v.min}, {v.max}] is not bound; use {v.name}.bind(value)")
+        if values.setdefault(v.name, v.value) != v.value:
+            raise ValueError(f"realize: Variable {v.name!r} is bound to both {values[v.name]} and {v.value} in one kernel")
+    return values
 
 
 def search_key(item: ScheduleItem, stored: set[int], runtime) -> str:

@@ -52,6 +52,7 @@ class Job:
     item: ScheduleItem
     key: tuple | None  # engine/identity.kernel_key; None for an empty output (nothing to run)
     inputs: list[LazyBuffer]  # the bases it loads, in identity order
+    values: dict[str, int]  # its Variables' bound values, by name (identity.bound_values)
 
 
 @dataclass
@@ -73,7 +74,7 @@ def identify(items: list[ScheduleItem], stored: set[int]) -> list[Job]:
     jobs = []
     for item in items:
         if numel(item.root.shape) == 0:
-            jobs.append(Job(item, None, []))
+            jobs.append(Job(item, None, [], {}))
         else:
             jobs.append(Job(item, *kernel_key(item, stored)))
     return jobs
@@ -142,13 +143,14 @@ def run_job(job: Job, stored: set[int]) -> None:
     program = PROGRAMS.get(job.key) or search_program(job, stored, runtime)
     kernel = replace(program.kernel, buffers=[*item.outputs, *(job.inputs[i] for i in program.slots)])
     buffers = [b.base.buffer for b in kernel.buffers]
+    values = tuple(job.values[v.name] for v in kernel.variables)
     start = time.perf_counter()
-    runtime.launch(program, buffers)  # on a GPU: the launch, not the run
+    runtime.launch(program, buffers, values)  # on a GPU: the launch, not the run
     elapsed = time.perf_counter() - start
     ops = kernel.ops * numel(kernel.reduce_shape or kernel.shape)  # per step x output entries x reduction steps
     nbytes = sum(numel(b.shape) * b.dtype.itemsize for b in kernel.buffers)
     if capture.CAPTURING:  # a TinyJit is capturing this call's kernels
-        capture.note_kernel(runtime, program, buffers, new, ops, nbytes)
+        capture.note_kernel(runtime, program, buffers, new, ops, nbytes, values)
     for out in item.outputs:
         debug.kernel_ran(kernel, out, stored)  # NANCHECK, and kernel names for GRAPH
     count(kernel, program.source, elapsed, ops, nbytes)

@@ -21,6 +21,7 @@ from ..dtype import DType, dtypes
 from ..ops import IR_ELEMENTWISE, IR_REDUCE, Ops
 from ..settings import callsite
 from .shapetracker import ShapeTracker
+from .symbolic import layout
 
 COMPARES = frozenset({Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ})
 
@@ -150,4 +151,6 @@ class LazyBuffer:
 
 
 def numel(shape: tuple[int, ...]) -> int:
-    return math.prod(shape)
+    """The elements a buffer of this shape holds: a symbolic dim counts at its layout size, its
+    maximum (graph/shapetracker.py)."""
+    return math.prod(layout(s) for s in shape)

@@ -9,6 +9,14 @@ reshape when the strides and mask allow) and otherwise push a new view.
 
 When a kernel is generated, `expr_idxs` turns one loop index per dim into the buffer index and
 the validity condition, composed through every view and simplified by `symbolic`.
+
+A dim may be symbolic: a node over a user's `Variable` (`start_pos+1`), from a shrink or a pad by
+one. Such a dim is *laid out at its maximum*: strides, buffer sizes and flat indices count it as
+`layout(size)` elements, and only the loops that walk it stop at the bound value. Strides and
+allocations stay integers, the same buffers serve every value (a jitted decoder replays on them),
+and an index is a sum of loop variables times constants, as before; the price is memory for the
+longest case. A reshape must then keep each symbolic dim as a dim of its own (the concrete dims
+between them regroup freely): merged with another, its elements would move with the value.
 """
 
 from __future__ import annotations
@@ -18,26 +26,31 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from .symbolic import And, Lt, Mul, Node, Num, Sum, Var, ands, lt, sum_nodes
+from .symbolic import And, Lt, Mul, Node, Num, Sum, Var, ands, concrete, layout, lt, smax, smin, sum_nodes, variables
 
 Shape = tuple[int, ...]
 Mask = tuple[tuple[int, int], ...]
 
 
 def strides_for_shape(shape: Shape) -> tuple[int, ...]:
-    """Row-major strides in elements; 0 for size-1 dims and for every dim of an empty shape."""
+    """Row-major strides in elements (symbolic dims at their layout size); 0 for size-1 dims and
+    for every dim of an empty shape."""
     if 0 in shape:
         return (0,) * len(shape)
     strides, acc = [], 1
     for s in reversed(shape):
         strides.append(0 if s == 1 else acc)
-        acc *= s
+        acc *= layout(s)
     return tuple(reversed(strides))
+
+
+def is_symbolic(shape) -> bool:
+    return any(isinstance(s, Node) for s in shape)
 
 
 def index_vars(shape: Shape, prefix: str = "i") -> list[Node]:
     """One loop variable per dim, i0 in [0, shape[0]-1], ... (Num(0) for an empty dim)."""
-    return [Var(f"{prefix}{d}", 0, s - 1) if s > 0 else Num(0) for d, s in enumerate(shape)]
+    return [Var(f"{prefix}{d}", 0, layout(s) - 1) if layout(s) > 0 else Num(0) for d, s in enumerate(shape)]
 
 
 def _unflatten(idx: Node, shape: Shape) -> list[Node]:
@@ -52,8 +65,8 @@ def _unflatten(idx: Node, shape: Shape) -> list[Node]:
         if shape[d] == 1:
             out.append(Num(0))
             continue
-        out.append(idx // acc if d == outer else (idx // acc) % shape[d])
-        acc *= shape[d]
+        out.append(idx // acc if d == outer else (idx // acc) % layout(shape[d]))
+        acc *= layout(shape[d])
     return out[::-1]
 
 
@@ -71,7 +84,12 @@ class View:
         """The canonical view: size-1 dims get stride 0, a mask covering everything becomes None,
         and a view with nothing valid (or nothing at all) forgets its strides and offset. Views are
         immutable, so equal arguments share one (a training step asks for the same few thousand
-        views every step: the cache halves the time spent building the graph's views)."""
+        views every step: the cache halves the time spent building the graph's views). Not a view
+        with a Variable: equal to one of another value, it must keep its own bound value."""
+        if variables((shape, offset, mask)):
+            shape, offset = tuple(concrete(s) for s in shape), concrete(offset)
+            mask = None if mask is None else tuple((concrete(lo), concrete(hi)) for lo, hi in mask)
+            return View._create(shape, None if strides is None else tuple(int(s) for s in strides), offset, mask)
         return _create(tuple(int(s) for s in shape), None if strides is None else tuple(int(s) for s in strides),
                        int(offset), None if mask is None else tuple((int(lo), int(hi)) for lo, hi in mask))
 
@@ -83,8 +101,8 @@ class View:
         if 0 in shape:
             return View(shape, (0,) * len(shape), 0, None, True)
         if mask is not None:
-            mask = tuple((max(0, lo), min(s, hi)) for (lo, hi), s in zip(mask, shape, strict=True))
-            if any(lo >= hi for lo, hi in mask):
+            mask = tuple((smax(0, lo), smin(s, hi)) for (lo, hi), s in zip(mask, shape, strict=True))
+            if any(_empty(lo, hi) for lo, hi in mask):
                 return View(shape, (0,) * len(shape), 0, ((0, 0),) * len(shape), False)
             if all(m == (0, s) for m, s in zip(mask, shape, strict=True)):
                 mask = None
@@ -93,14 +111,19 @@ class View:
 
     def expr(self, idxs: list[Node]) -> tuple[Node, Node]:
         """The flat index and the validity condition (Num(1) when always valid) at idxs."""
-        idx = sum_nodes([*(i * st for i, st in zip(idxs, self.strides, strict=True) if st != 0), Num(self.offset)])
+        idx = sum_nodes([*(i * st for i, st in zip(idxs, self.strides, strict=True) if st != 0), self.offset])
         conds: list[Node] = []
         for i, (lo, hi), s in zip(idxs, self._ranges(), self.shape, strict=True):
-            if lo > 0:
-                conds.append(lt(lo - 1, i))  # lo <= i
-            if hi < s:
+            if lo != 0:
+                conds.append(lt(lo - 1, i))  # lo <= i (folded away where the bounds prove it)
+            if hi != s:  # (a loop over a symbolic dim stops at its size: no condition needed there)
                 conds.append(lt(i, hi))
         return idx, ands(conds)
+
+    @functools.cached_property
+    def variables(self) -> frozenset:
+        """The user's Variables in its shape, offset and mask (computed once: views are shared)."""
+        return frozenset(variables((self.shape, self.offset, self.mask)))
 
     def _ranges(self) -> Mask:
         return self.mask if self.mask is not None else tuple((0, s) for s in self.shape)
@@ -124,7 +147,7 @@ class View:
 
     def shrink(self, arg: tuple[tuple[int, int], ...]) -> View:
         offset = self.offset + sum(b * st for (b, _), st in zip(arg, self.strides, strict=True))
-        mask = tuple((max(lo, b) - b, min(hi, e) - b) for (lo, hi), (b, e) in zip(self._ranges(), arg, strict=True))
+        mask = tuple((smax(lo, b) - b, smin(hi, e) - b) for (lo, hi), (b, e) in zip(self._ranges(), arg, strict=True))
         return View.create(tuple(e - b for b, e in arg), self.strides, offset, mask)
 
     def flip(self, axes: tuple[int, ...]) -> View:
@@ -140,6 +163,12 @@ class View:
             return self
         if 0 in new_shape:
             return View.create(new_shape)
+        if is_symbolic(self.shape) or is_symbolic(new_shape):  # regroup the concrete dims, at layout sizes
+            if self.mask is not None or variables(self.offset):
+                return None
+            flat = View(tuple(layout(s) for s in self.shape), self.strides, self.offset, None, False)
+            done = flat.reshape(tuple(layout(s) for s in new_shape))
+            return None if done is None else View.create(new_shape, done.strides, self.offset)
         if self.mask is not None and self.mask[0] == (0, 0):  # nothing valid
             # a 0-d view has no dim to hold an empty mask: it stays on top of this one instead
             return View.create(new_shape, mask=((0, 0),) * len(new_shape)) if new_shape else None
@@ -166,6 +195,24 @@ class View:
             for d, m in zip(gn, split, strict=True):
                 mask[d] = m
         return View.create(new_shape, tuple(strides), self.offset, tuple(mask))
+
+
+def _empty(lo, hi) -> bool:
+    """Is the range [lo, hi) empty for every value of its variables? (False where it may hold some.)"""
+    return (hi.max if isinstance(hi, Node) else hi) <= (lo.min if isinstance(lo, Node) else lo)
+
+
+def check_symbolic_reshape(old: Shape, new: Shape) -> None:
+    """A reshape keeps each symbolic dim as a dim of its own, in order, with equal products of the
+    concrete dims between them (see the module docstring); ValueError otherwise."""
+    def parts(shape):
+        cuts = [d for d, s in enumerate(shape) if isinstance(s, Node)]
+        edges = [-1, *cuts, len(shape)]
+        return [shape[d] for d in cuts], [math.prod(shape[a + 1:b]) for a, b in itertools.pairwise(edges)]
+    (sym_old, runs_old), (sym_new, runs_new) = parts(old), parts(new)
+    if sym_old != sym_new or runs_old != runs_new:
+        raise ValueError(f"reshape: cannot reshape {old} to {new}: a symbolic dim must stay a dim of its own, "
+                         "with the same product of concrete dims between symbolic ones")
 
 
 def _groups(old: list[int], new: list[int]) -> list[tuple[list[int], list[int]]]:
@@ -245,8 +292,13 @@ class ShapeTracker:
         v = self.views[0]
         if 0 in v.shape or (v.mask is not None and v.mask[0] == (0, 0)):
             return 0
-        reach = (max(st * lo, st * (hi - 1)) for st, (lo, hi) in zip(v.strides, v._ranges(), strict=True))
-        return v.offset + sum(reach) + 1
+        reach = (max(st * _lo(lo), st * (_hi(hi) - 1)) for st, (lo, hi) in zip(v.strides, v._ranges(), strict=True))
+        return _hi(v.offset) + sum(reach) + 1
+
+    @property
+    def variables(self) -> frozenset:
+        """The user's Variables in its shapes, offsets and masks (bound: each holds its value)."""
+        return frozenset().union(*(v.variables for v in self.views))
 
     @property
     def contiguous(self) -> bool:
@@ -258,10 +310,12 @@ class ShapeTracker:
     # ---- movement ops: each returns a new tracker ----
 
     def reshape(self, new_shape: Shape) -> ShapeTracker:
-        new_shape = tuple(int(s) for s in new_shape)
+        new_shape = tuple(s if isinstance(s, Node) else int(s) for s in new_shape)
         if any(s < 0 for s in new_shape) or math.prod(new_shape) != math.prod(self.shape):
             raise ValueError(f"reshape: cannot reshape {self.shape} to {new_shape}: "
                              f"expected non-negative sizes with product {math.prod(self.shape)}")
+        if is_symbolic(new_shape) or is_symbolic(self.shape):
+            check_symbolic_reshape(self.shape, new_shape)
         view = self.views[-1].reshape(new_shape)
         if view is not None:
             return self._top(view)
@@ -282,14 +336,14 @@ class ShapeTracker:
         return self._top(self.views[-1].expand(new_shape))
 
     def pad(self, arg: tuple[tuple[int, int], ...]) -> ShapeTracker:
-        arg = tuple((int(b), int(a)) for b, a in arg)
+        arg = tuple((_int_or_node(b), _int_or_node(a)) for b, a in arg)
         if len(arg) != len(self.shape) or any(b < 0 or a < 0 for b, a in arg):
             raise ValueError(f"pad: got {arg} for shape {self.shape}: expected one non-negative "
                              f"(before, after) pair per dim")
         return self._top(self.views[-1].pad(arg))
 
     def shrink(self, arg: tuple[tuple[int, int], ...]) -> ShapeTracker:
-        arg = tuple((int(b), int(e)) for b, e in arg)
+        arg = tuple((_int_or_node(b), _int_or_node(e)) for b, e in arg)
         if len(arg) != len(self.shape) or any(not 0 <= b <= e <= s for (b, e), s in zip(arg, self.shape, strict=True)):
             raise ValueError(f"shrink: got {arg} for shape {self.shape}: expected one (start, end) pair per dim "
                              f"with 0 <= start <= end <= size")
@@ -326,10 +380,25 @@ class ShapeTracker:
         return self
 
 
+def _int_or_node(x) -> int | Node:
+    return x if isinstance(x, Node) else int(x)
+
+
+def _lo(x) -> int:
+    return x.min if isinstance(x, Node) else x
+
+
+def _hi(x) -> int:
+    return x.max if isinstance(x, Node) else x
+
+
 def _merge(below: View, top: View) -> View | None:
     """below and top as one view, or None. Compose them symbolically over top's valid box only
     (outside it the index does not matter): if the index comes out linear in the loop variables
-    and the validity as one range per variable, those are the strides, offset and mask."""
+    and the validity as one range per variable, those are the strides, offset and mask. (Views
+    with a Variable stay stacked.)"""
+    if variables(tuple((v.shape, v.offset, v.mask) for v in (below, top))):
+        return None
     if 0 in top.shape or (top.mask is not None and top.mask[0] == (0, 0)):
         return top
     ranges = top._ranges()

@@ -5,16 +5,28 @@ it is built. Nodes are built through the operators (`a + b`, `a - b`, `a * 3`, `
 `a.lt(b)`, `ands([...])`, ints mixed in freely), which simplify as they go: constants fold, sums
 stay flat with like terms combined, and division and modulo use the bounds to vanish where they
 can. That is what makes a contiguous (4, 8) view index render as `i0*8+i1` and not as a pile of
-`/` and `%`. Building a class directly (`Mul(x, 4)`) skips the rules; only `Var` and `Num` are
-meant to be built that way. `render` writes C, `evaluate` computes, `vars` lists the variables.
+`/` and `%`. Building a class directly (`Mul(x, 4)`) skips the rules; only `Var`, `Variable` and
+`Num` are meant to be built that way. `render` writes C, `evaluate` computes, `vars` lists the
+variables.
+
+A `Var` is a loop index the compiler makes. A `Variable` is a size the user names (tinygrad's):
+`Variable("start_pos", 0, 255).bind(17)` is a node that can stand in a shape (`x[:, :start_pos+1]`),
+so one kernel serves every value; the bound value travels beside the node, never inside its
+identity. Python code that sizes things asks a node `n >= 0` or `min(n, 8)`: the bounds answer
+where they decide it, and where they do not the question raises (`SymbolicError`), never guesses.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+
+
+class SymbolicError(TypeError):
+    """A question about a symbolic value that its range cannot answer (or an op it cannot take)."""
 
 
 class Node:
@@ -71,6 +83,30 @@ class Node:
     def lt(self, other: Node | int) -> Node:
         return lt(self, other)
 
+    # ---- Python's comparisons, for code that sizes things: decided by the bounds, or refused ----
+
+    def _compare(self, other: Node | int, op: str) -> bool:
+        d = self - other  # the bounds of the difference decide it (x+1 > x for every x)
+        answers = {"<": (d.max < 0, d.min >= 0), "<=": (d.max <= 0, d.min > 0),
+                   ">": (d.min > 0, d.max <= 0), ">=": (d.min >= 0, d.max < 0)}
+        yes, no = answers[op]
+        if yes or no:
+            return yes
+        raise SymbolicError(f"symbolic: cannot tell whether {_show(self)} {op} {_show(other)} from their ranges "
+                            f"({_show(self)} - {_show(other)} is in [{d.min}, {d.max}])")
+
+    def __lt__(self, other: Node | int) -> bool:
+        return self._compare(other, "<")
+
+    def __le__(self, other: Node | int) -> bool:
+        return self._compare(other, "<=")
+
+    def __gt__(self, other: Node | int) -> bool:
+        return self._compare(other, ">")
+
+    def __ge__(self, other: Node | int) -> bool:
+        return self._compare(other, ">=")
+
 
 class Var(Node):
     """A named integer in [lo, hi] (a loop index)."""
@@ -81,6 +117,49 @@ class Var(Node):
         if lo > hi:
             raise ValueError(f"Var {name!r}: empty range [{lo}, {hi}]")
         self._init(lo, hi, (name, lo, hi), name=name)
+
+
+class Variable(Var):
+    """A size the user names: an integer in [lo, hi] (lo >= 0), bound to a value per call with
+    `bind`. Its identity is (name, lo, hi): two binds of one variable are equal nodes, so a kernel's
+    structure, and its cache key, are the same for every value; a kernel takes it as an argument
+    named like it, so the name must be a C identifier."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, name: str, lo: int, hi: int, value: int | None = None) -> None:
+        if not (isinstance(name, str) and name.isidentifier() and name.isascii()) or name in RESERVED \
+                or COMPILER_NAMES.fullmatch(name):
+            raise ValueError(f"Variable: name {name!r} must be an ASCII identifier, neither a C keyword nor a name "
+                             "the compiler gives its own variables (gidx0, ridx1, data2, i0, part, ...)")
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (lo, hi)) or not 0 <= lo <= hi:
+            raise ValueError(f"Variable {name!r}: expected ints 0 <= lo <= hi, got [{lo!r}, {hi!r}]")
+        Var.__init__(self, name, lo, hi)
+        object.__setattr__(self, "value", value)
+
+    def bind(self, value: int) -> Variable:
+        """This variable holding `value` for a call (checked against its range)."""
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TypeError(f"Variable {self.name!r}: bind expects an int, got {type(value).__name__}")
+        if not self.min <= value <= self.max:
+            raise ValueError(f"Variable {self.name!r}: bind({value}) is outside its range [{self.min}, {self.max}]")
+        return Variable(self.name, self.min, self.max, value)
+
+    def unbind(self) -> tuple[Variable, int]:
+        if self.value is None:
+            raise ValueError(f"Variable {self.name!r}: unbind of a variable that is not bound")
+        return Variable(self.name, self.min, self.max), self.value
+
+    def __repr__(self) -> str:
+        bound = "" if self.value is None else f" = {self.value}"
+        return f"<Variable {self.name} in [{self.min}, {self.max}]{bound}>"
+
+
+COMPILER_NAMES = re.compile(r"(gidx|ridx|bidx|data|acc|i|m|v)\d+|sidx|part|gid|exp2|log2|sqrt|sin|sitp_\w*|"
+                            r"blockIdx|blockDim|threadIdx")  # the compiler's own names
+RESERVED = frozenset("auto break case char const continue default do double else enum extern float for goto if "
+                     "inline int long register restrict return short signed sizeof static struct switch typedef "
+                     "union unsigned void volatile while".split())
 
 
 class Num(Node):
@@ -139,6 +218,53 @@ class And(Node):
         self._init(0, 1, terms, terms=terms)
 
 
+def lo_hi(x: Node | int) -> tuple[int, int]:
+    return (x.min, x.max) if isinstance(x, Node) else (int(x), int(x))
+
+
+def _show(x: Node | int) -> str:
+    return _render(x, c=False)[0] if isinstance(x, Node) else str(x)
+
+
+def concrete(x: Node | int) -> Node | int:
+    """x as an int where it is a constant node (a shrink by start_pos to start_pos+1 is 1 wide)."""
+    return x.value if isinstance(x, Num) else x
+
+
+def layout(size: Node | int) -> int:
+    """The extent a dim is laid out at: a symbolic size at its maximum (graph/shapetracker.py)."""
+    return size.max if isinstance(size, Node) else size
+
+
+def smax(a: Node | int, b: Node | int) -> Node | int:
+    """max(a, b) where the bounds of b - a decide it; SymbolicError otherwise."""
+    d = _node(b) - a
+    if d.min >= 0:
+        return b
+    if d.max <= 0:
+        return a
+    raise SymbolicError(f"symbolic: cannot tell max({_show(a)}, {_show(b)}) from their ranges")
+
+
+def smin(a: Node | int, b: Node | int) -> Node | int:
+    """min(a, b) where the bounds of b - a decide it; SymbolicError otherwise."""
+    d = _node(b) - a
+    if d.max <= 0:
+        return b
+    if d.min >= 0:
+        return a
+    raise SymbolicError(f"symbolic: cannot tell min({_show(a)}, {_show(b)}) from their ranges")
+
+
+def variables(x) -> set[Variable]:
+    """The user's Variables in a node, or in a (nested) tuple of ints and nodes (a shape, a mask)."""
+    if isinstance(x, Node):
+        return {v for v in vars(x) if isinstance(v, Variable)}
+    if isinstance(x, (tuple, list)):
+        return set().union(*(variables(e) for e in x)) if x else set()
+    return set()
+
+
 def _node(x: Node | int) -> Node:
     if isinstance(x, (Node, int)):
         return x if isinstance(x, Node) else Num(x)
@@ -148,7 +274,7 @@ def _node(x: Node | int) -> Node:
 def _int(x: Node | int, op: str) -> int:
     if isinstance(x, (Num, int)):
         return x.value if isinstance(x, Num) else x
-    raise TypeError(f"symbolic {op}: the right operand must be an int (products, // and % are by constants), got {x!r}")
+    raise SymbolicError(f"symbolic {op}: the right operand must be an int (products, // and % are by constants), got {x!r}")
 
 
 # ---- the rules, applied at construction ----
