@@ -6,8 +6,9 @@ from . import nn, optim
 from .device import Device
 from .dtype import DType, dtypes
 from .engine.realize import GlobalCounters
+from .graph.symbolic import Variable
 from .jit import JitError, TinyJit
 from .ops import Ops
 from .tensor import Tensor
 
-__all__ = ["DType", "Device", "GlobalCounters", "JitError", "Ops", "Tensor", "TinyJit", "dtypes", "nn", "optim"]
+__all__ = ["DType", "Device", "GlobalCounters", "JitError", "Ops", "Tensor", "TinyJit", "Variable", "dtypes", "nn", "optim"]

@@ -15,6 +15,10 @@ answer):
 - Tensors passed as arguments are inputs: their buffers are swapped in. A call whose tensors differ
   in shape, dtype or device from the capture's, or whose other arguments differ in value, is refused,
   naming the argument.
+- A bound `Variable` passed as an argument (`start_pos=v.bind(17)`) is the one value that may change:
+  the kernels that take it (a loop over `start_pos+1` cache rows) run with the call's value. A kernel
+  whose Variable was not passed (bound outside the call) would replay a frozen value: refused at the
+  capture, as is a returned tensor whose shape is symbolic (its size would be the capture's).
 - State the function keeps (parameters, optimizer moments, the learning rate, BatchNorm's running
   statistics) must be updated with `assign`, which writes the tensor's own buffer in place: a replay
   writes it again. Every assign the call makes is realized before it returns, as a replay runs it.
@@ -54,9 +58,11 @@ from typing import Any
 
 from .autograd import GradMode
 from .engine import capture
-from .engine.capture import Capture, JitError
+from .engine.capture import Capture, JitError, KernelStep
 from .engine.replay import Kept, Plan, make_plan, run_plan
 from .graph.lazy import LazyBuffer
+from .graph.shapetracker import is_symbolic
+from .graph.symbolic import Variable
 from .settings import where
 from .tensor import Tensor
 
@@ -93,18 +99,18 @@ class TinyJit:
 
     def __call__(self, *args, **kwargs):
         args, kwargs = swap_inputs(args), swap_inputs(kwargs)
-        signature, tensors = describe(args, kwargs)
+        signature, tensors, values = describe(args, kwargs)
         buffers = [t.lazydata.base.buffer for t in tensors]
         signature.append(("aliases", tuple(next(i for i, b in enumerate(buffers) if b is t) for t in buffers)))
         signature.append(("mode", (Tensor.training, grad_enabled())))
         if self.plan is not None:
             self.check(signature)
             check_state(self.plan, getattr(self.fn, "__name__", "the function"))
-            return self.replay(buffers)
+            return self.replay(buffers, values)
         self.calls += 1
         if self.calls == 1:  # as a replay will: the returned tensors realized, with every assign the call made
             return self.run(args, kwargs)[0]
-        return self.capture(args, kwargs, signature, buffers)
+        return self.capture(args, kwargs, signature, buffers, values)
 
     def run(self, args, kwargs) -> tuple[Any, Capture]:
         """Call the function under a capture, then realize what it returns and every assign it made and
@@ -133,9 +139,10 @@ class TinyJit:
                                "runs the captured kernels, so every call needs the same shapes, dtypes, devices "
                                "and Python values (pass a number that changes as a Tensor)")
 
-    def capture(self, args, kwargs, signature, buffers):
+    def capture(self, args, kwargs, signature, buffers, values):
         name = getattr(self.fn, "__name__", "the function")
         ret, cap = self.run(args, kwargs)
+        check_variables(cap, ret, values, name)
         structure = freeze(ret)
         result = thaw(structure, lambda slot: None, live=True)  # detached tensors over this call's buffers
         del ret
@@ -145,8 +152,8 @@ class TinyJit:
         self.signature = signature
         return result
 
-    def replay(self, inputs: list):
-        table = run_plan(self.plan, inputs)
+    def replay(self, inputs: list, values: dict[str, int]):
+        table = run_plan(self.plan, inputs, values)
         return thaw(self.plan.outputs, lambda slot: table[slot])
 
 
@@ -217,17 +224,38 @@ def check_state(plan: Plan, name: str) -> None:
                            "values. Update it with assign, or pass it as an argument")
 
 
+def check_variables(cap: Capture, ret, values: dict[str, int], name: str) -> None:
+    """Every Variable a captured kernel takes is an argument of the call; no returned shape is symbolic."""
+    for step in (s for s in cap.steps if isinstance(s, KernelStep)):
+        for v in step.program.kernel.variables:
+            if v.name not in values:
+                raise JitError(f"TinyJit({name}): kernel {step.program.name} takes Variable {v.name!r}, which is not "
+                               "an argument of the call; a replay would run it with the capture's value. Pass the "
+                               f"bound variable as an argument ({v.name}=var.bind(value))")
+    for t in flatten_outputs(ret, name):
+        if is_symbolic(t.shape):
+            raise JitError(f"TinyJit({name}): returns a tensor of symbolic shape {t.shape}; a replay would return "
+                           "the capture's size. Return tensors of concrete shapes (reduce or shrink the symbolic dim)")
+
+
 def grad_enabled() -> bool:
     return GradMode.enabled
 
 
-def describe(args, kwargs) -> tuple[list, list]:
-    """The call's signature, [(where, what)], and its tensors in order. A tensor is described by
-    its shape, dtype and device; any other value by itself (lists, tuples and dicts are opened)."""
-    signature, tensors = [], []
+def describe(args, kwargs) -> tuple[list, list, dict[str, int]]:
+    """The call's signature, [(where, what)], its tensors in order, and its bound Variables' values by
+    name. A tensor is described by its shape, dtype and device, a Variable by its name and range;
+    any other value by itself (lists, tuples and dicts are opened)."""
+    signature, tensors, values = [], [], {}
 
     def walk(x, path: str) -> None:
-        if isinstance(x, Tensor):
+        if isinstance(x, Variable):
+            if x.value is None:
+                raise JitError(f"TinyJit: {path} is Variable {x.name!r}, not bound; pass {x.name}.bind(value)")
+            if values.setdefault(x.name, x.value) != x.value:
+                raise JitError(f"TinyJit: Variable {x.name!r} is passed bound to both {values[x.name]} and {x.value}")
+            signature.append((path, ("variable", x.name, x.min, x.max)))
+        elif isinstance(x, Tensor):
             tensors.append(x)
             signature.append((path, ("tensor", x.shape, x.dtype.name, x.device)))
         elif isinstance(x, (list, tuple)):
@@ -245,7 +273,7 @@ def describe(args, kwargs) -> tuple[list, list]:
         walk(a, f"argument {i}")
     for k, v in kwargs.items():
         walk(v, f"argument {k!r}")
-    return signature, tensors
+    return signature, tensors, values
 
 
 def show(what: tuple) -> str:

@@ -142,15 +142,20 @@ class MovementMixin(TensorCore):
             pads = [None] * (self.ndim - len(pairs)) + pairs
         if len(pads) != self.ndim:
             raise ValueError(f"pad: need one (before, after) per dim of {self.shape}, got {padding}")
-        pads = [(0, 0) if p is None else (int(p[0]), int(p[1])) for p in pads]
-        if mode != "constant":
+        pads = [(0, 0) if p is None else tuple(v if isinstance(v, Node) else int(v) for v in p) for p in pads]
+        if any(isinstance(v, Node) for p in pads for v in p):  # a pad by a symbolic amount: no crop, no mode
+            if mode != "constant" or any(v < 0 for p in pads for v in p):
+                raise ValueError(f"pad: a symbolic padding {padding} must be >= 0 in constant mode, got mode {mode!r}")
+            grow = tuple(pads)
+            x = self
+        elif mode != "constant":
             return self._pad_mode(pads, mode)  # reflect, replicate, circular: views and cats (surface.py)
-        # Negative padding crops first, then the rest is a fill plus a copy into the interior.
-        crop = tuple((max(-b, 0), n - max(-a, 0)) for n, (b, a) in zip(self.shape, pads, strict=True))
-        if any(lo > hi for lo, hi in crop):
-            raise ValueError(f"pad: padding {padding} crops more than shape {self.shape} holds")
-        x = self.shrink(crop)
-        grow = tuple((max(b, 0), max(a, 0)) for b, a in pads)
+        else:  # negative padding crops first, then the rest is a fill plus a copy into the interior
+            crop = tuple((max(-b, 0), n - max(-a, 0)) for n, (b, a) in zip(self.shape, pads, strict=True))
+            if any(lo > hi for lo, hi in crop):
+                raise ValueError(f"pad: padding {padding} crops more than shape {self.shape} holds")
+            x = self.shrink(crop)
+            grow = tuple((max(b, 0), max(a, 0)) for b, a in pads)
         out = record(self._make(x.lazydata.pad(grow)), Ops.PAD, (x,), pads=grow)  # the new area reads 0
         if value == 0:
             return out

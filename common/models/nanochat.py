@@ -11,16 +11,18 @@ What differs from nanoGPT (common/models/gpt.py):
   lm_head and every c_proj zero (so the blocks start as the identity and the logits as uniform);
 - Muon for the block matrices, AdamW (betas 0.8, 0.95) for the embedding and the head.
 
-The KV cache (:class:`KVCache`) is built for a lazy compiler (stage3): every new shape compiles new
-kernels, so a decode step must look the same every time. The cache keeps per layer a fixed
-(B, n_kv_head, max_len, head_dim) k and v; new keys are placed by a (max_len, T) one-hot matmul and
-a where, and attention reads all max_len positions under a mask that hides the unwritten ones and
-keeps causality inside the new chunk. Positions, masks and rotary rows are built with numpy and
-uploaded each step, so the graph of step 1 and step 200 is the same graph on different data.
+The KV cache (:class:`KVCache`) keeps per layer a (B, n_kv_head, max_len, head_dim) k and v. A
+forward at position ``start_pos`` writes its keys at rows [start_pos, start_pos+T) (a pad to the
+cache's length and a where, assigned in place) and attends over rows [0, start_pos+T). On an eager
+stage ``start_pos`` is an int. On a stage with symbolic sizes and a TinyJit (stage3) a one-token
+decode step is jitted with ``start_pos`` a bound ``Variable`` (tinygrad's llama does the same): the
+slice ``[:start_pos+1]`` is one kernel for every position, and every step after the second replays
+one capture with the new value, running no Python (the book's ``forward_jit``).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from types import ModuleType, SimpleNamespace
@@ -100,40 +102,52 @@ def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
 
 
 class _Rotary:
-    """The rotary tables: numpy for any offset (KV-cache steps upload their rows), and stage tensors
-    of the first sequence_len rows (a full forward slices them, no upload, so a jitted training step
-    may use them). Slots, no __dict__: the state-dict walkers skip it, so the tables are neither
-    parameters nor saved (nanochat's persistent=False buffers)."""
+    """The rotary tables, as numpy and as stage tensors (a forward slices the rows of its positions,
+    no upload, so a jitted step may use them). Slots, no __dict__: the state-dict walkers skip it, so
+    the tables are neither parameters nor saved (nanochat's persistent=False buffers)."""
 
     __slots__ = ("np_cos", "np_sin", "cos", "sin")
 
     def __init__(self, T: type, config: NanoChatConfig):
         # 10x the training length, as nanochat: a chat may run past sequence_len
         self.np_cos, self.np_sin = rotary_tables(10 * config.sequence_len, config.head_dim)
-        n = config.sequence_len
-        self.cos = T(self.np_cos[:n], requires_grad=False)  # (sequence_len, D/2)
-        self.sin = T(self.np_sin[:n], requires_grad=False)
+        self.cos = T(self.np_cos, requires_grad=False)  # (10 * sequence_len, D/2)
+        self.sin = T(self.np_sin, requires_grad=False)
+
+    def rows(self, start: Any, count: int) -> tuple[Tensor, Tensor]:
+        """cos and sin of positions [start, start+count), clamped to the table (a padded chunk's
+        padding rows may run past it: any angle will do there); start may be a bound Variable."""
+        if isinstance(start, int) and start + count > len(self.np_cos):
+            rows = np.minimum(np.arange(start, start + count), len(self.np_cos) - 1)
+            T = type(self.cos)
+            return T(self.np_cos[rows]), T(self.np_sin[rows])
+        return self.cos[start:start + count], self.sin[start:start + count]
 
 
 class KVCache:
-    """Keys and values of every layer for positions [0, pos), in fixed (B, n_kv_head, max_len, head_dim)
-    tensors, so each decode step has the same shapes (see the module docstring)."""
+    """Keys and values of every layer for positions [0, pos), in (B, n_kv_head, max_len, head_dim)
+    tensors updated in place (see the module docstring). ``decode`` is a jitted one-token forward
+    where the stage has one (NanoChat.new_kv_cache), else None."""
 
-    def __init__(self, T: type, config: NanoChatConfig, batch_size: int, max_len: int):
+    def __init__(self, T: type, config: NanoChatConfig, batch_size: int, max_len: int, decode: Any = None):
         if batch_size < 1 or max_len < 1:
             raise ValueError(f"KVCache: batch_size and max_len must be >= 1, got {batch_size}, {max_len}")
         self.T, self.config, self.batch_size, self.max_len = T, config, batch_size, max_len
         shape = (batch_size, config.n_kv_head, max_len, config.head_dim)
-        self.k = [T.zeros(*shape) for _ in range(config.n_layer)]
-        self.v = [T.zeros(*shape) for _ in range(config.n_layer)]
+        self.k = [T.zeros(*shape).contiguous() for _ in range(config.n_layer)]
+        self.v = [T.zeros(*shape).contiguous() for _ in range(config.n_layer)]
+        T.realize(*self.k, *self.v)
         self.pos = 0
-        self.step: SimpleNamespace | None = None  # the current forward's uploads (begin .. end)
+        self.step: SimpleNamespace | None = None  # the current forward's position and rows (begin .. end)
+        self._decode_fn = decode
+        self.decode = None if decode is None else decode[0](functools.partial(decode[1], self))
 
-    def begin(self, T_new: int, rotary: _Rotary, n_valid: int | None = None) -> SimpleNamespace:
-        """Upload what a forward of T_new tokens at offset pos needs: its rotary rows, the one-hot
-        placement of its keys, which cache rows it writes, and the attention mask. With ``n_valid``
-        only the first n_valid tokens are real (a prompt padded to a fixed chunk, so that a lazy stage
-        compiles one prefill shape): the rest are neither stored nor counted, their logits mean nothing."""
+    def begin(self, T_new: int, rotary: _Rotary, n_valid: int | None = None, start_pos: Any = None) -> SimpleNamespace:
+        """What a forward of T_new tokens at offset pos needs: its rotary rows and, for more than one
+        token, the attention mask (query pos+t sees keys <= pos+t). With ``n_valid`` only the first
+        n_valid tokens are real (a prompt padded to a fixed chunk, so that a lazy stage compiles one
+        prefill shape): the rest are neither stored nor counted, their logits mean nothing.
+        ``start_pos``: the position as a bound Variable (a jitted decode step), else pos."""
         n = T_new if n_valid is None else n_valid
         if not 1 <= n <= T_new:
             raise ValueError(f"KVCache: n_valid must be in [1, {T_new}], got {n_valid}")
@@ -142,44 +156,50 @@ class KVCache:
             raise ValueError(f"KVCache: {n} new tokens at position {p0} overflow max_len {L}")
         if p1 > len(rotary.np_cos):
             raise ValueError(f"KVCache: position {p1} is past the rotary table ({len(rotary.np_cos)} rows)")
-        place = np.zeros((L, T_new), dtype=np.float32)
-        place[np.arange(p0, p1), np.arange(n)] = 1.0  # row p0+t takes new key t
-        written = np.zeros((L, 1), dtype=bool)
-        written[p0:p1] = True
-        visible = np.arange(L)[None, :] <= np.arange(p0, p0 + T_new)[:, None]  # (T_new, L) query p0+t: keys <= p0+t
-        rows = np.minimum(np.arange(p0, p0 + T_new), len(rotary.np_cos) - 1)  # padding rows: any angle will do
-        T = self.T
-        self.step = SimpleNamespace(cos=T(rotary.np_cos[rows]), sin=T(rotary.np_sin[rows]), place=T(place),
-                                    written=T(written), mask=T(visible), n=n)
+        pos = p0 if start_pos is None else start_pos
+        cos, sin = rotary.rows(pos, T_new)
+        mask = None
+        if T_new > 1:
+            mask = self.T(np.arange(p1)[None, :] <= np.arange(p0, p0 + T_new)[:, None])  # (T_new, p1)
+        self.step = SimpleNamespace(pos=pos, n=n, cos=cos, sin=sin, mask=mask)
         return self.step
 
     def write(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """Store k, v (B, n_kv_head, T_new, D) at [pos, pos+T_new); return the whole cache of this layer."""
+        """Store the real tokens of k, v (B, n_kv_head, T_new, D) at rows [pos, pos+n); return this
+        layer's keys and values of rows [0, pos+n)."""
         s = self.step
         if s is None:
             raise RuntimeError("KVCache.write: begin() was not called for this forward")
-        self.k[layer] = s.written.where(s.place @ k, self.k[layer])  # (B, Hkv, L, D)
-        self.v[layer] = s.written.where(s.place @ v, self.v[layer])
-        return self.k[layer], self.v[layer]
+        rows = ((0, 0), (0, 0), (s.pos, self.max_len - s.pos - s.n), (0, 0))
+        inside = self.T.ones(1, 1, s.n, 1).pad(rows) > 0  # (1, 1, max_len, 1): the rows written
+        for cache, new in ((self.k, k), (self.v, v)):
+            updated = inside.where(new[:, :, :s.n].pad(rows), cache[layer])
+            # in place where the stage can (a jitted step must write the buffers it captured)
+            cache[layer] = cache[layer].assign(updated) if hasattr(cache[layer], "assign") else updated
+        end = s.pos + s.n
+        return self.k[layer][:, :, :end], self.v[layer][:, :, :end]
 
     def end(self) -> None:
         """Advance pos past the forward's tokens and realize the cache (a lazy stage must not keep
         a graph that grows by one step each token)."""
-        self.pos += self.step.n
+        self.advance(self.step.n)
         self.step = None
         self.T.realize(*self.k, *self.v)
+
+    def advance(self, n: int) -> None:
+        self.pos += n
 
     def replicate(self, batch_size: int) -> KVCache:
         """A cache of ``batch_size`` rows, each a copy of this batch-1 cache (prefill once, sample many)."""
         if self.batch_size != 1:
             raise ValueError(f"KVCache.replicate: only a batch-1 cache can be replicated, this one has "
                              f"{self.batch_size} rows")
-        out = KVCache.__new__(KVCache)
-        out.T, out.config, out.batch_size, out.max_len = self.T, self.config, batch_size, self.max_len
-        shape = (batch_size, self.config.n_kv_head, self.max_len, self.config.head_dim)
-        out.k = [t.expand(*shape).contiguous() for t in self.k]
-        out.v = [t.expand(*shape).contiguous() for t in self.v]
-        out.pos, out.step = self.pos, None
+        out = KVCache(self.T, self.config, batch_size, self.max_len, self._decode_fn)
+        for mine, theirs in ((out.k, self.k), (out.v, self.v)):
+            for layer, t in enumerate(theirs):
+                copied = t.expand(*mine[layer].shape)
+                mine[layer] = mine[layer].assign(copied) if hasattr(mine[layer], "assign") else copied.contiguous()
+        out.pos = self.pos
         self.T.realize(*out.k, *out.v)
         return out
 
@@ -213,7 +233,7 @@ class CausalSelfAttention:
             k, v = _repeat_kv(k, groups), _repeat_kv(v, groups)
             y = q.scaled_dot_product_attention(k, v, is_causal=True)  # (B, H, T, D)
         else:
-            k, v = kv_cache.write(self.layer_idx, k, v)  # (B, Hkv, L, D): the whole cache
+            k, v = kv_cache.write(self.layer_idx, k, v)  # (B, Hkv, pos+n, D): every key so far
             k, v = _repeat_kv(k, groups), _repeat_kv(v, groups)
             y = q.scaled_dot_product_attention(k, v, attn_mask=kv_cache.step.mask)  # (B, H, T, D)
         y = y.transpose(1, 2).reshape(B, T, C)  # heads side by side again
@@ -250,6 +270,10 @@ class NanoChat:
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
         self._init_weights(stage.Tensor)
         self.rotary = _Rotary(stage.Tensor, config)
+        # a stage with symbolic sizes and a JIT decodes one token a step by replaying one capture
+        jit, variable = getattr(stage, "TinyJit", None), getattr(stage, "Variable", None)
+        self._decode_jit = (jit, self._decode) if jit is not None and variable is not None else None
+        self._variable = variable
 
     def _init_weights(self, T: type) -> None:
         """nanochat's init (see the module docstring), replacing the layers' default weights."""
@@ -273,7 +297,26 @@ class NanoChat:
     def __call__(self, idx: Tensor, kv_cache: KVCache | None = None, n_valid: int | None = None) -> Tensor:
         """idx (B, T) int -> logits (B, T, vocab_size) float32. With ``kv_cache`` the tokens sit at
         positions [pos, pos+T) after the cached ones, whose keys and values are reused; ``n_valid``
-        marks only the first n_valid of them as real (see :meth:`KVCache.begin`)."""
+        marks only the first n_valid of them as real (see :meth:`KVCache.begin`). One token with a
+        cache that has a jitted ``decode`` runs that (the same forward, replayed)."""
+        if kv_cache is not None and kv_cache.decode is not None and idx.shape[1] == 1 and n_valid is None:
+            if idx.shape[0] != kv_cache.batch_size:
+                raise ValueError(f"NanoChat: batch {idx.shape[0]} does not match the KV cache's "
+                                 f"{kv_cache.batch_size} rows")
+            kv_cache.begin(1, self.rotary)  # its checks: room in the cache and in the rotary table
+            kv_cache.step = None
+            start_pos = self._variable("start_pos", 0, kv_cache.max_len - 1).bind(kv_cache.pos)
+            logits = kv_cache.decode(idx, start_pos=start_pos)
+            kv_cache.advance(1)
+            return logits
+        return self._forward(idx, kv_cache, n_valid)
+
+    def _decode(self, kv_cache: KVCache, idx: Tensor, start_pos: Any) -> Tensor:
+        """A one-token step at position start_pos (a bound Variable): what a cache's decode jits."""
+        return self._forward(idx, kv_cache, None, start_pos, end=False)
+
+    def _forward(self, idx: Tensor, kv_cache: KVCache | None, n_valid: int | None, start_pos: Any = None,
+                 end: bool = True) -> Tensor:
         B, T = idx.shape
         if kv_cache is None:
             if n_valid is not None:
@@ -285,14 +328,14 @@ class NanoChat:
         else:
             if B != kv_cache.batch_size:
                 raise ValueError(f"NanoChat: batch {B} does not match the KV cache's {kv_cache.batch_size} rows")
-            step = kv_cache.begin(T, self.rotary, n_valid)
+            step = kv_cache.begin(T, self.rotary, n_valid, start_pos)
             cos, sin = step.cos, step.sin  # (T, D/2), rows [pos, pos+T)
         x = rms_norm(self.transformer.wte(idx))  # (B, T, C)
         for block in self.transformer.h:
             x = block(x, cos, sin, kv_cache)
         logits = self.lm_head(rms_norm(x)).float()  # (B, T, vocab_size), float32 for the cap and the loss
         logits = (logits * (1 / SOFTCAP)).tanh() * SOFTCAP
-        if kv_cache is not None:
+        if kv_cache is not None and end:
             kv_cache.end()
         return logits
 
@@ -301,7 +344,7 @@ class NanoChat:
         return self(idx).sparse_categorical_crossentropy(targets, ignore_index=-1)
 
     def new_kv_cache(self, T: type, batch_size: int, max_len: int) -> KVCache:
-        return KVCache(T, self.config, batch_size, max_len)
+        return KVCache(T, self.config, batch_size, max_len, self._decode_jit)
 
     def param_groups(self) -> tuple[list[Tensor], list[Tensor], list[Tensor]]:
         """(block matrices, [embedding], [lm_head]): nanochat's three optimizer groups."""

@@ -48,8 +48,9 @@ def with_slots(step: Step, slot_of: dict) -> Step:
     return replace(step, buffer=slot_of[step.buffer])
 
 
-def run_plan(plan: Plan, inputs: list) -> list:
-    """Run the plan's steps with `inputs` swapped in; returns the filled table."""
+def run_plan(plan: Plan, inputs: list, values: dict[str, int] | None = None) -> list:
+    """Run the plan's steps with `inputs` swapped in and the call's Variables' `values` (by name)
+    passed to the kernels that take them; returns the filled table."""
     start = time.perf_counter()
     table = list(plan.fixed)
     for slot, i in plan.inputs.items():
@@ -58,7 +59,8 @@ def run_plan(plan: Plan, inputs: list) -> list:
         table[slot] = cls(nbytes)
     for step in plan.steps:
         if isinstance(step, KernelStep):
-            step.runtime.launch(step.program, [table[s] for s in step.buffers])
+            bound = tuple(values[v.name] for v in step.program.kernel.variables) if step.values else ()
+            step.runtime.launch(step.program, [table[s] for s in step.buffers], bound)
         elif isinstance(step, FixedStep):
             step.rerun(table[step.buffer])
         else:  # a range check reads the bounds this call's kernels computed
