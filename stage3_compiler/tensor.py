@@ -27,6 +27,8 @@ from .engine import capture, checks
 from .engine.realize import realize
 from .functional import FunctionalMixin
 from .graph.lazy import LazyBuffer
+from .graph.shapetracker import is_symbolic
+from .graph.symbolic import variables
 from .movement import MovementMixin
 from .ops import Ops
 from .reduce import ReduceMixin
@@ -316,13 +318,26 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
         return record(Tensor._make(self.lazydata.copy()), Ops.CONTIGUOUS, (self,))
 
     def numpy(self) -> np.ndarray:
-        x = self.contiguous().realize()
+        x = self.bound().contiguous().realize()
         if capture.CAPTURING:  # a replay runs no Python: TinyJit refuses it
             capture.note_readback()
         return x.lazydata.realized.to_numpy(0, x.numel(), x.dtype).reshape(x.shape)
 
+    def bound(self) -> Tensor:
+        """This tensor at the bound values of its symbolic sizes (graph/symbolic.Variable): a view of
+        concrete shape over the same elements, for what needs one (numpy, item). Itself if concrete."""
+        if not is_symbolic(self.shape):
+            return self
+        lazy = self.lazydata
+        found = lazy.st.variables | variables(lazy.base.shape)
+        unbound = [v.name for v in found if v.value is None]
+        if unbound:
+            raise ValueError(f"numpy: the tensor of shape {self.shape} has Variables that are not bound: {unbound}")
+        values = {v.name: v.value for v in found}
+        return self._make(lazy.base._view(lazy.st.substitute(values)))
+
     def item(self):
-        if self.numel() != 1:
+        if self.bound().numel() != 1:
             raise ValueError(f"item: only a tensor with one element converts to a scalar, got {self.shape}")
         value = self.numpy().reshape(-1)[0].item()
         return bool(value) if self.dtype is dtypes.bool else value

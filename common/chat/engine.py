@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import time
 from collections import deque
 from collections.abc import Iterator
@@ -203,15 +204,30 @@ def decode_speed(stage: ModuleType, depth: int = 4, tokens: int = 256, prompt_le
     model = NanoChat(stage, config)
     load_model_weights(stage, model, random_state(config, seed))
     prompt = np.random.default_rng(seed).integers(0, vocab_size, prompt_len).tolist()
-    greedy_cached(model, T, prompt, 4)  # warm-up: stage3 compiles the prefill and decode kernels here
+    runs = compiler_runs(stage)
+    greedy_cached(model, T, prompt, 1)  # warm-up: stage3 compiles the prefill kernels here
+    after_first = compiler_runs(stage)
+    greedy_cached(model, T, prompt, 4)  # and the decode step's
+    warm = compiler_runs(stage)
     t0 = time.perf_counter()
     cached = greedy_cached(model, T, prompt, tokens)
     t1 = time.perf_counter()
+    timed = compiler_runs(stage)
     uncached = greedy_uncached(model, T, prompt, tokens)
     t2 = time.perf_counter()
     return {"stage": stage.__name__, "depth": depth, "params": model.num_params(), "tokens": tokens,
             "cached_tok_s": tokens / (t1 - t0), "uncached_tok_s": tokens / (t2 - t1),
-            "speedup": (t2 - t1) / (t1 - t0), "same_tokens": cached == uncached}
+            "speedup": (t2 - t1) / (t1 - t0), "same_tokens": cached == uncached,
+            "compiler_runs": {"prefill_and_first_token": after_first - runs, "after_first_token": warm - after_first,
+                              "timed_cached_decode": timed - warm, "uncached_decode": compiler_runs(stage) - timed}}
+
+
+def compiler_runs(stage: ModuleType) -> int:
+    """C compiler processes the stage has started so far (0 for a stage that compiles nothing at run time)."""
+    try:
+        return importlib.import_module(f"{stage.__name__}.cpu.compiler").RUNS[0]
+    except ModuleNotFoundError:
+        return 0
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -227,7 +243,7 @@ def main(argv: list[str] | None = None) -> None:
     r = decode_speed(load_stage(args.stage), args.depth, args.tokens, vocab_size=args.vocab)
     print(f"{r['stage']} depth {r['depth']} ({r['params']:,} params), {r['tokens']} tokens: "
           f"KV cache {r['cached_tok_s']:.1f} tok/s, no cache {r['uncached_tok_s']:.1f} tok/s, "
-          f"speedup {r['speedup']:.2f}x, same tokens: {r['same_tokens']}")
+          f"speedup {r['speedup']:.2f}x, same tokens: {r['same_tokens']}; compiler runs {r['compiler_runs']}")
 
 
 if __name__ == "__main__":

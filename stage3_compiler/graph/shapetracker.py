@@ -26,7 +26,7 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from .symbolic import And, Lt, Mul, Node, Num, Sum, Var, ands, concrete, layout, lt, smax, smin, sum_nodes, variables
+from .symbolic import And, Lt, Mul, Node, Num, Sum, Var, ands, concrete, evaluate, layout, lt, smax, smin, sum_nodes, variables
 
 Shape = tuple[int, ...]
 Mask = tuple[tuple[int, int], ...]
@@ -372,6 +372,16 @@ class ShapeTracker:
     def expr_node(self, idx: Node) -> tuple[Node, Node | None]:
         """The same as expr_idxs, from one flat (row-major) index over shape."""
         return self.expr_idxs(_unflatten(idx, self.shape))
+
+    def substitute(self, values: dict[str, int]) -> ShapeTracker:
+        """The tracker with its top view's Variables replaced by their values: the same elements at
+        the same places (the layout keeps its strides), seen at the bound size. The views below keep
+        theirs: the top view indexes their layout, which their symbolic sizes fix."""
+        def value(x):
+            return evaluate(x, values) if isinstance(x, Node) else x
+        top = self.views[-1]
+        mask = None if top.mask is None else tuple((value(lo), value(hi)) for lo, hi in top.mask)
+        return self._top(View.create(tuple(value(s) for s in top.shape), top.strides, value(top.offset), mask))
 
     def simplify(self) -> ShapeTracker:
         """Merge the top two views while one view can express them."""

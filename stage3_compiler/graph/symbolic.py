@@ -438,6 +438,7 @@ def ands(nodes: Iterable[Node]) -> Node:
 _EVAL = {
     Num: lambda n, env: n.value,
     Var: lambda n, env: env[n.name],
+    Variable: lambda n, env: env[n.name],
     Sum: lambda n, env: sum(evaluate(t, env) for t in n.terms),
     Mul: lambda n, env: evaluate(n.a, env) * n.k,
     Div: lambda n, env: evaluate(n.a, env) // n.k,
