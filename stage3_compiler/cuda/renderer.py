@@ -80,7 +80,7 @@ class CUDARenderer(CRenderer):
         loops = output_loops(src.kernel)
         d = next(i for i, loop in enumerate(loops) if loop.var == u.arg.var)
         stride = c_product([loop.extent for loop in loops[d + 1:]])
-        value = "gid" if stride == "1" else f"gid / {stride}" if stride.isdigit() else f"gid / ({stride})"
+        value = "gid" if stride == "1" else f"gid / ({stride})" if "*" in stride else f"gid / {stride}"
         if d > 0:  # the outermost index is below its extent already: gid < the product of them all
             extent = c_product([u.arg.extent])
             value = f"{value} % {extent}" if stride == "1" else f"({value}) % {extent}"

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from .. import Device, GlobalCounters, Tensor, dtypes, nn, optim
+from .. import Device, GlobalCounters, Tensor, TinyJit, Variable, dtypes, nn, optim
 from ..codegen.lower import lower
 from ..codegen.program import CompileError
 from ..codegen.uops import UOps
@@ -95,6 +95,32 @@ def test_reduce_loops_stay_inside_the_thread():
     assert [u.arg.var for u in kernel.uops if u.op is UOps.RANGE] == ["ridx1"]
     assert sum(u.op is UOps.ENDRANGE for u in kernel.uops) == 1
     assert "for (long long ridx1 = 0; ridx1 < 7; ridx1++) {" in CUDARenderer().render(kernel)
+
+
+def test_a_symbolic_size_is_an_argument_and_bounds_the_grid_stride_loop():
+    n = Variable("n", 1, 16).bind(3)
+    x = Tensor(np.ones((4, 16), np.float32)).realize()
+    source = CUDARenderer().render(_kernel(x[:, :n] * 2))
+    assert "const long long n)" in source and "gid < 4*(n);" in source
+    assert "long long gidx0 = gid / (n);" in source and "long long gidx1 = gid % (n);" in source
+
+
+def test_symbolic_sizes_and_tinyjit_replays_run_on_the_device(cuda):
+    rng = np.random.default_rng(1)
+    keys = rng.standard_normal((1, 2, 12, 8)).astype(np.float32)
+    k = Tensor(keys, device=cuda).realize()
+    pos = Variable("start_pos", 0, 11)
+
+    @TinyJit
+    def step(q, start_pos):
+        cached = k[:, :, :start_pos + 1]
+        return q.scaled_dot_product_attention(cached, cached)
+
+    for p in (0, 11, 4, 7):
+        q = rng.standard_normal((1, 2, 1, 8)).astype(np.float32)
+        want = Tensor(q).scaled_dot_product_attention(Tensor(keys[:, :, :p + 1]), Tensor(keys[:, :, :p + 1]))
+        np.testing.assert_allclose(step(Tensor(q, device=cuda), start_pos=pos.bind(p)).numpy(), want.numpy(),
+                                   rtol=1e-5, atol=1e-6)
 
 
 def test_one_output_element_is_computed_by_one_thread():
