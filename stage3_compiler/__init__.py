@@ -11,4 +11,5 @@ from .jit import JitError, TinyJit
 from .ops import Ops
 from .tensor import Tensor
 
-__all__ = ["DType", "Device", "GlobalCounters", "JitError", "Ops", "Tensor", "TinyJit", "Variable", "dtypes", "nn", "optim"]
+__all__ = ["DType", "Device", "GlobalCounters", "JitError", "Ops", "Tensor", "TinyJit", "Variable", "dtypes", "nn",
+           "optim"]

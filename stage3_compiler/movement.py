@@ -286,7 +286,8 @@ class MovementMixin(TensorCore):
         else:
             start, stop = item, item + 1
         if any(isinstance(b, int) and b < 0 for b in (start, stop)):
-            raise IndexError(f"getitem: a symbolic index counts from the start; got {start}:{stop} for shape {self.shape}")
+            raise IndexError(f"getitem: a symbolic index counts from the start; got {start}:{stop} "
+                             f"for shape {self.shape}")
         out = self.shrink(tuple((start, stop) if d == dim else None for d in range(self.ndim)))
         return out if isinstance(item, slice) else out.squeeze(dim)
 

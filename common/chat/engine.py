@@ -217,7 +217,8 @@ def decode_speed(stage: ModuleType, depth: int = 4, tokens: int = 256, prompt_le
     t2 = time.perf_counter()
     return {"stage": stage.__name__, "depth": depth, "params": model.num_params(), "tokens": tokens,
             "cached_tok_s": tokens / (t1 - t0), "uncached_tok_s": tokens / (t2 - t1) if uncached else None,
-            "speedup": (t2 - t1) / (t1 - t0) if uncached else None, "same_tokens": cached == plain if uncached else None,
+            "speedup": (t2 - t1) / (t1 - t0) if uncached else None,
+            "same_tokens": cached == plain if uncached else None,
             "compiler_runs": {"prefill_and_first_token": after_first - runs, "after_first_token": warm - after_first,
                               "timed_cached_decode": timed - warm, "uncached_decode": compiler_runs(stage) - timed}}
 

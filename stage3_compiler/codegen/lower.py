@@ -45,7 +45,8 @@ def flat_index(idxs: list[Node], shape: tuple[int, ...]) -> Node:
 
 
 def unflatten(flat: Node, shape: tuple[int, ...]) -> list[Node]:
-    return [Num(0) if n == 1 else (flat // stride) % layout(n) for stride, n in zip(strides_of(shape), shape, strict=True)]
+    return [Num(0) if n == 1 else (flat // stride) % layout(n)
+            for stride, n in zip(strides_of(shape), shape, strict=True)]
 
 
 def loop_var(name: str, extent: int | Node) -> Node:

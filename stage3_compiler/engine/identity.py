@@ -87,9 +87,11 @@ def bound_values(item: ScheduleItem, found: set) -> dict[str, int]:
     values: dict[str, int] = {}
     for v in found:
         if v.value is None:
-            raise ValueError(f"realize: Variable {v.name!r} in [{v.min}, {v.max}] is not bound; use {v.name}.bind(value)")
+            raise ValueError(f"realize: Variable {v.name!r} in [{v.min}, {v.max}] is not bound; "
+                             f"use {v.name}.bind(value)")
         if values.setdefault(v.name, v.value) != v.value:
-            raise ValueError(f"realize: Variable {v.name!r} is bound to both {values[v.name]} and {v.value} in one kernel")
+            raise ValueError(f"realize: Variable {v.name!r} is bound to both {values[v.name]} and {v.value} "
+                             "in one kernel")
     return values
 
 

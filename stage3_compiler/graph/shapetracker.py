@@ -26,7 +26,24 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from .symbolic import And, Lt, Mul, Node, Num, Sum, Var, ands, concrete, evaluate, layout, lt, smax, smin, sum_nodes, variables
+from .symbolic import (
+    And,
+    Lt,
+    Mul,
+    Node,
+    Num,
+    Sum,
+    Var,
+    ands,
+    concrete,
+    evaluate,
+    layout,
+    lt,
+    smax,
+    smin,
+    sum_nodes,
+    variables,
+)
 
 Shape = tuple[int, ...]
 Mask = tuple[tuple[int, int], ...]

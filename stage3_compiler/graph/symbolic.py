@@ -274,7 +274,8 @@ def _node(x: Node | int) -> Node:
 def _int(x: Node | int, op: str) -> int:
     if isinstance(x, (Num, int)):
         return x.value if isinstance(x, Num) else x
-    raise SymbolicError(f"symbolic {op}: the right operand must be an int (products, // and % are by constants), got {x!r}")
+    raise SymbolicError(f"symbolic {op}: the right operand must be an int (products, // and % are by constants), "
+                        f"got {x!r}")
 
 
 # ---- the rules, applied at construction ----
