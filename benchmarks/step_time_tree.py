@@ -11,29 +11,28 @@ sys.path.insert(0, sys.argv[1] if len(sys.argv) > 1 else ".")
 
 import benchmarks.test_train as B  # noqa: E402  (from the tree named above)
 
+
+def median_ms(step, warmup: int, runs: int) -> float:
+    for _ in range(warmup):
+        step()
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
 _, weights = B.stage2_stepper()
 step = B.stage3_stepper(weights)
-for _ in range(5):  # eager, capture, replays
-    step()
-times = []
-for _ in range(30):
-    start = time.perf_counter()
-    step()
-    times.append(time.perf_counter() - start)
+median = median_ms(step, 5, 30)  # warm-up: eager, capture, replays
 jit = next(c.cell_contents for c in step.__closure__ if type(c.cell_contents).__name__ == "TinyJit")
 print(f"{sys.argv[1] if len(sys.argv) > 1 else '.'}: {jit.plan.kernels} kernels per replay, "
-      f"median step {statistics.median(times) * 1e3:.1f} ms")
+      f"median step {median:.1f} ms")
 
 if "--eager" in sys.argv:  # the same model's step without the JIT: the graph built and scheduled every step
     from benchmarks.stage3_fusion import make_step  # noqa: E402
     from common.stages import load_stage  # noqa: E402
 
     eager = make_step(load_stage(3), jit=False)
-    for _ in range(3):
-        eager()
-    times = []
-    for _ in range(10):
-        start = time.perf_counter()
-        eager()
-        times.append(time.perf_counter() - start)
-    print(f"{sys.argv[1]}: eager step median {statistics.median(times) * 1e3:.1f} ms")
+    print(f"{sys.argv[1]}: eager step median {median_ms(eager, 3, 10):.1f} ms")

@@ -127,9 +127,10 @@ class _Rotary:
 class KVCache:
     """Keys and values of every layer for positions [0, pos), in (B, n_kv_head, max_len, head_dim)
     tensors updated in place (see the module docstring). ``decode`` is a jitted one-token forward
-    where the stage has one (NanoChat.new_kv_cache), else None."""
+    over this cache where the stage has a JIT (``make_decode(cache)`` builds it: NanoChat.new_kv_cache),
+    else None."""
 
-    def __init__(self, T: type, config: NanoChatConfig, batch_size: int, max_len: int, decode: Any = None):
+    def __init__(self, T: type, config: NanoChatConfig, batch_size: int, max_len: int, make_decode: Any = None):
         if batch_size < 1 or max_len < 1:
             raise ValueError(f"KVCache: batch_size and max_len must be >= 1, got {batch_size}, {max_len}")
         self.T, self.config, self.batch_size, self.max_len = T, config, batch_size, max_len
@@ -139,8 +140,8 @@ class KVCache:
         T.realize(*self.k, *self.v)
         self.pos = 0
         self.step: SimpleNamespace | None = None  # the current forward's position and rows (begin .. end)
-        self._decode_fn = decode
-        self.decode = None if decode is None else decode[0](functools.partial(decode[1], self))
+        self.make_decode = make_decode
+        self.decode = None if make_decode is None else make_decode(self)
 
     def begin(self, T_new: int, rotary: _Rotary, n_valid: int | None = None, start_pos: Any = None) -> SimpleNamespace:
         """What a forward of T_new tokens at offset pos needs: its rotary rows and, for more than one
@@ -151,11 +152,8 @@ class KVCache:
         n = T_new if n_valid is None else n_valid
         if not 1 <= n <= T_new:
             raise ValueError(f"KVCache: n_valid must be in [1, {T_new}], got {n_valid}")
-        p0, p1, L = self.pos, self.pos + n, self.max_len
-        if p1 > L:
-            raise ValueError(f"KVCache: {n} new tokens at position {p0} overflow max_len {L}")
-        if p1 > len(rotary.np_cos):
-            raise ValueError(f"KVCache: position {p1} is past the rotary table ({len(rotary.np_cos)} rows)")
+        self.check_room(n, rotary)
+        p0, p1 = self.pos, self.pos + n
         pos = p0 if start_pos is None else start_pos
         cos, sin = rotary.rows(pos, T_new)
         mask = None
@@ -163,6 +161,14 @@ class KVCache:
             mask = self.T(np.arange(p1)[None, :] <= np.arange(p0, p0 + T_new)[:, None])  # (T_new, p1)
         self.step = SimpleNamespace(pos=pos, n=n, cos=cos, sin=sin, mask=mask)
         return self.step
+
+    def check_room(self, n: int, rotary: _Rotary) -> None:
+        """n more tokens fit in the cache and in the rotary table."""
+        p1 = self.pos + n
+        if p1 > self.max_len:
+            raise ValueError(f"KVCache: {n} new tokens at position {self.pos} overflow max_len {self.max_len}")
+        if p1 > len(rotary.np_cos):
+            raise ValueError(f"KVCache: position {p1} is past the rotary table ({len(rotary.np_cos)} rows)")
 
     def write(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Store the real tokens of k, v (B, n_kv_head, T_new, D) at rows [pos, pos+n); return this
@@ -194,7 +200,7 @@ class KVCache:
         if self.batch_size != 1:
             raise ValueError(f"KVCache.replicate: only a batch-1 cache can be replicated, this one has "
                              f"{self.batch_size} rows")
-        out = KVCache(self.T, self.config, batch_size, self.max_len, self._decode_fn)
+        out = KVCache(self.T, self.config, batch_size, self.max_len, self.make_decode)
         for mine, theirs in ((out.k, self.k), (out.v, self.v)):
             for layer, t in enumerate(theirs):
                 copied = t.expand(*mine[layer].shape)
@@ -271,9 +277,7 @@ class NanoChat:
         self._init_weights(stage.Tensor)
         self.rotary = _Rotary(stage.Tensor, config)
         # a stage with symbolic sizes and a JIT decodes one token a step by replaying one capture
-        jit, variable = getattr(stage, "TinyJit", None), getattr(stage, "Variable", None)
-        self._decode_jit = (jit, self._decode) if jit is not None and variable is not None else None
-        self._variable = variable
+        self._jit, self._variable = getattr(stage, "TinyJit", None), getattr(stage, "Variable", None)
 
     def _init_weights(self, T: type) -> None:
         """nanochat's init (see the module docstring), replacing the layers' default weights."""
@@ -303,8 +307,7 @@ class NanoChat:
             if idx.shape[0] != kv_cache.batch_size:
                 raise ValueError(f"NanoChat: batch {idx.shape[0]} does not match the KV cache's "
                                  f"{kv_cache.batch_size} rows")
-            kv_cache.begin(1, self.rotary)  # its checks: room in the cache and in the rotary table
-            kv_cache.step = None
+            kv_cache.check_room(1, self.rotary)
             start_pos = self._variable("start_pos", 0, kv_cache.max_len - 1).bind(kv_cache.pos)
             logits = kv_cache.decode(idx, start_pos=start_pos)
             kv_cache.advance(1)
@@ -314,6 +317,9 @@ class NanoChat:
     def _decode(self, kv_cache: KVCache, idx: Tensor, start_pos: Any) -> Tensor:
         """A one-token step at position start_pos (a bound Variable): what a cache's decode jits."""
         return self._forward(idx, kv_cache, None, start_pos, end=False)
+
+    def _make_decode(self, kv_cache: KVCache) -> Any:
+        return self._jit(functools.partial(self._decode, kv_cache))
 
     def _forward(self, idx: Tensor, kv_cache: KVCache | None, n_valid: int | None, start_pos: Any = None,
                  end: bool = True) -> Tensor:
@@ -344,7 +350,8 @@ class NanoChat:
         return self(idx).sparse_categorical_crossentropy(targets, ignore_index=-1)
 
     def new_kv_cache(self, T: type, batch_size: int, max_len: int) -> KVCache:
-        return KVCache(T, self.config, batch_size, max_len, self._decode_jit)
+        jitted = self._jit is not None and self._variable is not None  # a stage with symbolic sizes and a JIT
+        return KVCache(T, self.config, batch_size, max_len, self._make_decode if jitted else None)
 
     def param_groups(self) -> tuple[list[Tensor], list[Tensor], list[Tensor]]:
         """(block matrices, [embedding], [lm_head]): nanochat's three optimizer groups."""

@@ -29,7 +29,6 @@ class KernelStep:
     runtime: Any  # the device's runtime (cpu/runtime.py, cuda/runtime.py)
     program: Program
     buffers: list  # weak references while capturing; slots in a plan
-    values: tuple = ()  # its Variables' values at the capture (a replay passes the call's)
 
 
 @dataclass
@@ -93,14 +92,13 @@ def held(buf) -> weakref.ref:
     return ref
 
 
-def note_kernel(runtime, program: Program, buffers: list, new: list, ops: int, nbytes: int,
-                values: tuple = ()) -> None:
+def note_kernel(runtime, program: Program, buffers: list, new: list, ops: int, nbytes: int) -> None:
     """A kernel ran on `buffers`; `new` are the (buffer, what it holds) it wrote that were allocated for it."""
     cap = CAPTURING[0]
     for b, what in new:
         cap.made[weakref.ref(b)] = (b.nbytes, type(b))
         cap.what[weakref.ref(b)] = f"{what}, written by {program.name}"
-    cap.steps.append(KernelStep(runtime, program, [held(b) for b in buffers], values))
+    cap.steps.append(KernelStep(runtime, program, [held(b) for b in buffers]))
     cap.ops += ops
     cap.mem += nbytes
 

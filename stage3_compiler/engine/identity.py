@@ -79,7 +79,6 @@ def kernel_key(item: ScheduleItem, stored: set[int]) -> tuple[tuple, list[LazyBu
 def bound_values(item: ScheduleItem, found: set) -> dict[str, int]:
     """The values of the user's Variables in the kernel's loops and views (`found`: those of its views,
     which `structure` collects), by name; a variable left unbound, or bound to two values, raises."""
-    found = set(found)
     if is_symbolic(item.root.shape):
         found |= variables(item.root.shape)
     if item.reduce is not None and is_symbolic(item.reduce.srcs[0].shape):

@@ -150,7 +150,7 @@ def run_job(job: Job, stored: set[int]) -> None:
     ops = kernel.ops * numel(kernel.reduce_shape or kernel.shape)  # per step x output entries x reduction steps
     nbytes = sum(numel(b.shape) * b.dtype.itemsize for b in kernel.buffers)
     if capture.CAPTURING:  # a TinyJit is capturing this call's kernels
-        capture.note_kernel(runtime, program, buffers, new, ops, nbytes, values)
+        capture.note_kernel(runtime, program, buffers, new, ops, nbytes)
     for out in item.outputs:
         debug.kernel_ran(kernel, out, stored)  # NANCHECK, and kernel names for GRAPH
     count(kernel, program.source, elapsed, ops, nbytes)

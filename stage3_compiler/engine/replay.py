@@ -59,7 +59,8 @@ def run_plan(plan: Plan, inputs: list, values: dict[str, int] | None = None) -> 
         table[slot] = cls(nbytes)
     for step in plan.steps:
         if isinstance(step, KernelStep):
-            bound = tuple(values[v.name] for v in step.program.kernel.variables) if step.values else ()
+            takes = step.program.kernel.variables  # (a symbolic kernel's Variables: the call's values)
+            bound = tuple(values[v.name] for v in takes) if takes else ()
             step.runtime.launch(step.program, [table[s] for s in step.buffers], bound)
         elif isinstance(step, FixedStep):
             step.rerun(table[step.buffer])

@@ -38,6 +38,7 @@ from .symbolic import (
     concrete,
     evaluate,
     layout,
+    lo_hi,
     lt,
     smax,
     smin,
@@ -103,7 +104,7 @@ class View:
         immutable, so equal arguments share one (a training step asks for the same few thousand
         views every step: the cache halves the time spent building the graph's views). Not a view
         with a Variable: equal to one of another value, it must keep its own bound value."""
-        if variables((shape, offset, mask)):
+        if isinstance(offset, Node) or is_symbolic(shape) or (mask is not None and is_symbolic(sum(mask, ()))):
             shape, offset = tuple(concrete(s) for s in shape), concrete(offset)
             mask = None if mask is None else tuple((concrete(lo), concrete(hi)) for lo, hi in mask)
             return View._create(shape, None if strides is None else tuple(int(s) for s in strides), offset, mask)
@@ -216,7 +217,7 @@ class View:
 
 def _empty(lo, hi) -> bool:
     """Is the range [lo, hi) empty for every value of its variables? (False where it may hold some.)"""
-    return (hi.max if isinstance(hi, Node) else hi) <= (lo.min if isinstance(lo, Node) else lo)
+    return lo_hi(hi)[1] <= lo_hi(lo)[0]
 
 
 def check_symbolic_reshape(old: Shape, new: Shape) -> None:
@@ -309,8 +310,9 @@ class ShapeTracker:
         v = self.views[0]
         if 0 in v.shape or (v.mask is not None and v.mask[0] == (0, 0)):
             return 0
-        reach = (max(st * _lo(lo), st * (_hi(hi) - 1)) for st, (lo, hi) in zip(v.strides, v._ranges(), strict=True))
-        return _hi(v.offset) + sum(reach) + 1
+        reach = (max(st * lo_hi(lo)[0], st * (lo_hi(hi)[1] - 1)) for st, (lo, hi) in zip(v.strides, v._ranges(),
+                                                                                          strict=True))
+        return lo_hi(v.offset)[1] + sum(reach) + 1
 
     @property
     def variables(self) -> frozenset:
@@ -411,20 +413,12 @@ def _int_or_node(x) -> int | Node:
     return x if isinstance(x, Node) else int(x)
 
 
-def _lo(x) -> int:
-    return x.min if isinstance(x, Node) else x
-
-
-def _hi(x) -> int:
-    return x.max if isinstance(x, Node) else x
-
-
 def _merge(below: View, top: View) -> View | None:
     """below and top as one view, or None. Compose them symbolically over top's valid box only
     (outside it the index does not matter): if the index comes out linear in the loop variables
     and the validity as one range per variable, those are the strides, offset and mask. (Views
     with a Variable stay stacked.)"""
-    if variables(tuple((v.shape, v.offset, v.mask) for v in (below, top))):
+    if below.variables or top.variables:
         return None
     if 0 in top.shape or (top.mask is not None and top.mask[0] == (0, 0)):
         return top
