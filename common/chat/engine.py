@@ -182,11 +182,13 @@ def greedy_uncached(model: Any, Tensor: type, tokens: list[int], max_tokens: int
     return ids[len(tokens):]
 
 
-def greedy_cached(model: Any, Tensor: type, tokens: list[int], max_tokens: int) -> list[int]:
-    """Greedy decoding through the KV cache (the engine's path, without tokenizer or tool)."""
+def greedy_cached(model: Any, Tensor: type, tokens: list[int], max_tokens: int,
+                  cache_len: int | None = None) -> list[int]:
+    """Greedy decoding through the KV cache (the engine's path, without tokenizer or tool), in a cache of
+    cache_len rows (default: just enough)."""
     out = []
     with no_grad(Tensor):
-        cache = model.new_kv_cache(Tensor, 1, len(tokens) + max_tokens)
+        cache = model.new_kv_cache(Tensor, 1, cache_len or len(tokens) + max_tokens)
         logits = model(Tensor(np.asarray([tokens], dtype=np.int64)), cache).numpy()[0, -1]
         for i in range(max_tokens):
             out.append(int(logits.argmax()))
@@ -205,9 +207,10 @@ def decode_speed(stage: ModuleType, depth: int = 4, tokens: int = 256, prompt_le
     load_model_weights(stage, model, random_state(config, seed))
     prompt = np.random.default_rng(seed).integers(0, vocab_size, prompt_len).tolist()
     runs = compiler_runs(stage)
-    greedy_cached(model, T, prompt, 1)  # warm-up: stage3 compiles the prefill kernels here
+    rows = prompt_len + tokens  # the warm-ups use the timed run's cache size: its kernels compile here
+    greedy_cached(model, T, prompt, 1, rows)  # the prefill and the first token
     after_first = compiler_runs(stage)
-    greedy_cached(model, T, prompt, 4)  # and the decode step's
+    greedy_cached(model, T, prompt, 4, rows)  # and the decode step's (eager, capture, replay)
     warm = compiler_runs(stage)
     t0 = time.perf_counter()
     cached = greedy_cached(model, T, prompt, tokens)
