@@ -3,8 +3,9 @@
     python benchmarks/gpu_run.py env                      # versions of everything the run depends on
     python benchmarks/gpu_run.py check                    # build the C kernels, one op on each stage's cuda device
     python benchmarks/gpu_run.py subset                   # noxfile.py's STAGE3_CUDA_SUBSET (read, not imported)
-    python benchmarks/gpu_run.py nanogpt --impl stage2|stage3|torch [--smoke] [--torch-cpu] --json PATH
+    python benchmarks/gpu_run.py nanogpt --impl stage2|stage3|torch [--smoke] [--steps N] [--torch-cpu] --json PATH
     python benchmarks/gpu_run.py merge --json OUT.json IN.json ...
+    python benchmarks/gpu_run.py profile --impl stage2|stage3|torch [--smoke] [--torch-cpu]   # where a step goes
 
 nanogpt: one training step of nanoGPT's GPU config (n_layer 6, n_head 6, n_embd 384, block 256, batch 64,
 no dropout, no bias, vocab 78 as in benchmarks/test_train.py) on one implementation, in a process of
@@ -256,7 +257,7 @@ def device_memory(impl: str, device: str) -> float | None:
 
 def cmd_nanogpt(args) -> int:
     config, batch = gpt_config(args.smoke)
-    warmup, steps = (2, 2) if args.smoke else (3, 10)
+    warmup, steps = (2, 2) if args.smoke else (3, args.steps)
     out = Path(args.json)
     record = {"impl": args.impl, "config": vars(config) | {"batch": batch}, "smoke": args.smoke,
               "backend": "emulate" if EMULATE else "cupy", "warmup": warmup, "steps_timed": steps,
@@ -330,6 +331,44 @@ def cmd_merge(args) -> int:
     return 0 if med else 1
 
 
+def cmd_profile(args) -> int:
+    """Where one nanoGPT step's time goes: the device kernels (CUPTI through torch.profiler, which sees every
+    kernel of the process, CuPy's and NVRTC's too) against the wall clock, then the host side (cProfile)."""
+    import cProfile
+    import pstats
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    config, batch = gpt_config(args.smoke)
+    weights = initial_weights(config)
+    device = "cpu" if args.torch_cpu else "cuda"
+    if args.impl == "torch":
+        step = torch_stepper(config, batch, weights, device)
+    else:
+        step = ours_stepper(2 if args.impl == "stage2" else 3, config, batch, weights)
+    for _ in range(3):
+        step()
+    steps = 3
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    with profile(activities=activities) as prof:
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            step()
+        wall = (time.perf_counter() - t0) / steps
+    events = prof.key_averages()
+    kernel_us = sum(e.self_device_time_total for e in events) / steps
+    print(f"{args.impl}: wall {wall * 1e3:.1f} ms/step; device kernels {kernel_us / 1e3:.1f} ms/step "
+          f"({len(events)} distinct names)")
+    print(events.table(sort_by="self_device_time_total", row_limit=30, max_name_column_width=70))
+    host = cProfile.Profile()
+    host.enable()
+    step()
+    host.disable()
+    pstats.Stats(host).sort_stats("tottime").print_stats(25)
+    return 0
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -339,14 +378,19 @@ def main(argv: list[str]) -> int:
     p = sub.add_parser("nanogpt")
     p.add_argument("--impl", choices=("stage2", "stage3", "torch"), required=True)
     p.add_argument("--smoke", action="store_true")
+    p.add_argument("--steps", type=int, default=10, help="timed steps after the 3 warm-ups (--smoke: 2)")
     p.add_argument("--torch-cpu", action="store_true", help="torch on the CPU (rehearsing without a GPU)")
     p.add_argument("--json", required=True)
+    p = sub.add_parser("profile")
+    p.add_argument("--impl", choices=("stage2", "stage3", "torch"), required=True)
+    p.add_argument("--smoke", action="store_true")
+    p.add_argument("--torch-cpu", action="store_true", help="torch on the CPU (rehearsing without a GPU)")
     p = sub.add_parser("merge")
     p.add_argument("--json", required=True)
     p.add_argument("inputs", nargs="*")
     args = parser.parse_args(argv)
     return {"env": cmd_env, "check": cmd_check, "subset": cmd_subset, "nanogpt": cmd_nanogpt,
-            "merge": cmd_merge}[args.cmd](args)
+            "merge": cmd_merge, "profile": cmd_profile}[args.cmd](args)
 
 
 if __name__ == "__main__":

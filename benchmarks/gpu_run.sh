@@ -25,6 +25,7 @@
 # The conformance suites run on pytest-xdist where it imports (the GPU image has it): GPU_RUN_WORKERS
 # processes each (default: half the CPUs, at most 6; 0 or 1: none). PYTHON picks the interpreter
 # (default python3). --only runs the named parts alone (the rest are listed as skipped), for a rerun.
+# GPU_RUN_STEPS sets the timed nanoGPT steps (default 10).
 #
 # What comes back is at most 8 files (the device tool's limit): summary.txt, env.txt, stage2_cuda.log,
 # stage3_cuda.log, gemm_cuda.json, gemm_cuda.md, nanogpt_gpu.json and logs.tar.gz (every part's log,
@@ -221,6 +222,7 @@ fi
 
 NANO=("$PY" benchmarks/gpu_run.py nanogpt)
 [ "$SMOKE" = 1 ] && NANO+=(--smoke)
+[ -n "${GPU_RUN_STEPS:-}" ] && NANO+=(--steps "$GPU_RUN_STEPS")
 part nanogpt_stage2 60 75 "$WORK/nanogpt_stage2.log" "${NANO[@]}" --impl stage2 --json "$WORK/nanogpt_stage2.json"
 part nanogpt_stage3 90 35 "$WORK/nanogpt_stage3.log" "${NANO[@]}" --impl stage3 --json "$WORK/nanogpt_stage3.json"
 if [ "$HAVE_GPU" = 1 ]; then
@@ -237,6 +239,14 @@ if wanted nanogpt_stage2 || wanted nanogpt_stage3 || wanted nanogpt_torch; then
   ONLY="" part nanogpt_merge 15 0 "$WORK/nanogpt_merge.log" "$PY" benchmarks/gpu_run.py merge \
     --json "$OUT/nanogpt_gpu.json" "$WORK"/nanogpt_stage2.json "$WORK"/nanogpt_stage3.json "$WORK"/nanogpt_torch.json
 fi
+
+# ---- on request only (--only profile_stage2,...): where a nanoGPT step's time goes, kernels and host ----
+
+for impl in stage2 stage3 torch; do
+  if [ -n "$ONLY" ] && wanted "profile_$impl"; then
+    part "profile_$impl" 90 0 "$WORK/profile_$impl.log" "$PY" benchmarks/gpu_run.py profile --impl "$impl"
+  fi
+done
 
 # ---- what comes back: at most 8 files ----
 
