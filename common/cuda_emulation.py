@@ -155,13 +155,14 @@ static inline void wgmma_m64n128k16(float *d, unsigned long long a, unsigned lon
 }
 typedef void (*sitp_gemm)(float *, const void *, const void *, int, int, int, float, float);
 /* Blocks one after another; a block's threads are OS threads meeting at a std::barrier. */
-extern "C" void sitp_launch(void *kernel, unsigned gx, unsigned gy, unsigned threads, float *C, const void *A,
-                            const void *B, int M, int N, int K, float alpha, float beta) {
+extern "C" void sitp_launch(void *kernel, unsigned gx, unsigned gy, unsigned gz, unsigned threads, float *C,
+                            const void *A, const void *B, int M, int N, int K, float alpha, float beta) {
   blockDim = {threads, 1, 1};
-  gridDim = {gx, gy, 1};
+  gridDim = {gx, gy, gz};
+  for (unsigned bz = 0; bz < gz; bz++)
   for (unsigned by = 0; by < gy; by++)
     for (unsigned bx = 0; bx < gx; bx++) {
-      blockIdx = {bx, by, 0};
+      blockIdx = {bx, by, bz};
       std::barrier<> barrier(threads);
       sitp_barrier = &barrier;
       std::vector<std::unique_ptr<std::barrier<>>> warps;
@@ -338,8 +339,7 @@ class EmulatedBackend:
         entry = ctypes.cast(getattr(lib, variant.name), ctypes.c_void_p)
 
         def launch(grid, block, args, shared_mem: int = 0) -> None:
-            lib.sitp_launch(entry, ctypes.c_uint(grid[0]), ctypes.c_uint(grid[1]), ctypes.c_uint(block[0]),
-                            *map(_arg, args))
+            lib.sitp_launch(entry, *(ctypes.c_uint(g) for g in grid), ctypes.c_uint(block[0]), *map(_arg, args))
         return launch
 
     def runs(self, variant) -> bool:

@@ -262,27 +262,29 @@ def to_bf16(x: np.ndarray) -> np.ndarray:
     return ((u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)).astype(np.uint16)
 
 
-@pytest.mark.parametrize("M,N,K,shift,beta", [(70, 45, 33, 0, 0.0), (130, 136, 72, 1, 0.5), (129, 136, 128, 0, 0.0)])
+@pytest.mark.parametrize("M,N,K,shift,beta,batch", [(70, 45, 33, 0, 0.0, 1), (130, 136, 72, 1, 0.5, 1),
+                                                    (129, 136, 128, 0, 0.0, 1), (70, 45, 33, 1, 0.5, 3)])
 @pytest.mark.parametrize("rung", list(gemm.variants()))
-def test_rung_on_cpu_emulation(emulated, rung, M, N, K, shift, beta):
+def test_rung_on_cpu_emulation(emulated, rung, M, N, K, shift, beta, batch):
     """Edges on every side, C = NaN when beta == 0 (must not be read), A one element off 16-byte
-    alignment (vector paths must fall back), and a shape whose loads all take the vector path.
-    Tensor-core rungs run on the shim's twins of ldmatrix, mma.sync and wgmma, written from the PTX
-    ISA's fragment and descriptor layouts: this checks the kernels' plumbing against that reading."""
+    alignment (vector paths must fall back), a shape whose loads all take the vector path, and a
+    batch of matrices along the grid's depth (blockIdx.z). Tensor-core rungs run on the shim's twins
+    of ldmatrix, mma.sync and wgmma, written from the PTX ISA's fragment and descriptor layouts:
+    this checks the kernels' plumbing against that reading."""
     import ctypes
 
     v, lib = gemm.get_variant(rung), emulated(rung)
     rng = np.random.default_rng(M + K)
-    A = rng.standard_normal(M * K + 8).astype(np.float32)
-    B = rng.standard_normal((K, N)).astype(np.float32)
+    A = rng.standard_normal(batch * M * K + 8).astype(np.float32)
+    B = rng.standard_normal((batch, K, N)).astype(np.float32)
     if v.precision == "bf16":
         A, B = to_bf16(A), to_bf16(B)
-    A = A[shift:shift + M * K].reshape(M, K)
-    C0 = rng.standard_normal((M, N)).astype(np.float32)
-    C = C0.copy() if beta else np.full((M, N), np.nan, np.float32)
-    gx, gy, _ = v.grid(M, N)
+    A = A[shift:shift + batch * M * K].reshape(batch, M, K)
+    C0 = rng.standard_normal((batch, M, N)).astype(np.float32)
+    C = C0.copy() if beta else np.full((batch, M, N), np.nan, np.float32)
+    gx, gy, gz = v.grid(M, N, batch)
     ptr = ctypes.c_void_p
-    lib.sitp_launch(ctypes.cast(getattr(lib, rung), ptr), gx, gy, v.threads, C.ctypes.data_as(ptr),
+    lib.sitp_launch(ctypes.cast(getattr(lib, rung), ptr), gx, gy, gz, v.threads, C.ctypes.data_as(ptr),
                     A.ctypes.data_as(ptr), B.ctypes.data_as(ptr), M, N, K, ctypes.c_float(0.75), ctypes.c_float(beta))
     exact = (lambda x: (x.astype(np.uint32) << np.uint32(16)).view(np.float32)) if v.precision == "bf16" else np.asarray
     expect = 0.75 * (exact(A).astype(np.float64) @ exact(B)) + beta * C0

@@ -7,7 +7,8 @@ every entry point has the same signature (llm.c order: output, inputs, sizes, sc
                                             int M, int N, int K, float alpha, float beta)
 
 computing ``C = alpha * A @ B + beta * C`` for row-major A (M, K), B (K, N) and float32 C (M, N);
-C is not read when beta == 0. ``T`` is ``float`` for ``precision=fp32`` rungs and a bfloat16 bit
+C is not read when beta == 0. A grid of depth ``batch`` (``gridDim.z``) multiplies that many matrices
+lying one after another in each array: a block first moves its pointers to matrix ``blockIdx.z``. ``T`` is ``float`` for ``precision=fp32`` rungs and a bfloat16 bit
 pattern (``unsigned short``, a uint16 array here) for ``precision=bf16`` ones. The file's header
 comment is the registry: its ``launch:`` line gives the block size, the tile of C per block
 (which fixes the grid), dynamic shared memory, the PTX arch and the precision, so adding a rung
@@ -25,7 +26,8 @@ GEMM_DIR = Path(__file__).with_name("gemm")
 HEADER_FIELDS = ("idea", "fixes", "launch", "measured")
 LAUNCH_KEYS = ("threads", "bm", "bn", "smem", "arch", "precision")
 PRECISIONS = {"fp32": "float32", "bf16": "uint16"}  # precision -> dtype of A and B on the host
-INT_LIMIT = 2**31  # the kernels index with int
+INT_LIMIT = 2**31  # the kernels index with int (within one matrix)
+MAX_BATCH = 65535  # gridDim.z's limit: a larger batch takes several launches
 _ENTRY = re.compile(r'extern "C" __global__ void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)\s*\(')
 
 
@@ -46,8 +48,8 @@ class Variant:
     def input_dtype(self) -> str:
         return PRECISIONS[self.precision]
 
-    def grid(self, M: int, N: int) -> tuple[int, int, int]:
-        return (-(-N // self.bn), -(-M // self.bm), 1)
+    def grid(self, M: int, N: int, batch: int = 1) -> tuple[int, int, int]:
+        return (-(-N // self.bn), -(-M // self.bm), batch)
 
 
 def parse_header(text: str, name: str) -> dict:

@@ -227,11 +227,10 @@ class Runtime:
         if fn is None:
             fn = self._functions[v.name] = self.backend.gemm_function(v)
         c0, a0, b0 = (int(_ptr(p)) for p in (out, a, b))
-        grid, block = v.grid(M, N), (v.threads, 1, 1)
-        for z in range(batch):  # one launch per matrix: the rungs index with int and know no batch
+        for z in range(0, batch, gemm.MAX_BATCH):  # the whole batch in one launch (grid depth), up to gridDim.z's limit
             args = [np.uint64(c0 + 4 * z * M * N), np.uint64(a0 + 4 * z * M * K), np.uint64(b0 + 4 * z * K * N),
                     np.int32(M), np.int32(N), np.int32(K), np.float32(1.0), np.float32(0.0)]
-            fn(grid, block, args, shared_mem=v.smem)
+            fn(v.grid(M, N, min(batch - z, gemm.MAX_BATCH)), (v.threads, 1, 1), args, shared_mem=v.smem)
         return 0
 
 

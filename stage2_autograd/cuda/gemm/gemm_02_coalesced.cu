@@ -12,6 +12,7 @@
 
 extern "C" __global__ void gemm_02_coalesced(float *C, const float *A, const float *B,
                                              int M, int N, int K, float alpha, float beta) {
+  A += blockIdx.z * (size_t)M * K, B += blockIdx.z * (size_t)K * N, C += blockIdx.z * (size_t)M * N;  // matrix z of a batch
   const int row = blockIdx.y * 32 + threadIdx.x / 32;
   const int col = blockIdx.x * 32 + threadIdx.x % 32;
   if (row >= M || col >= N) return;

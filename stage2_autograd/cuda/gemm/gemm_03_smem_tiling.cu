@@ -17,6 +17,7 @@
 
 extern "C" __global__ void gemm_03_smem_tiling(float *C, const float *A, const float *B,
                                                int M, int N, int K, float alpha, float beta) {
+  A += blockIdx.z * (size_t)M * K, B += blockIdx.z * (size_t)K * N, C += blockIdx.z * (size_t)M * N;  // matrix z of a batch
   __shared__ float As[TILE][TILE];
   __shared__ float Bs[TILE][TILE];
   const int ty = threadIdx.x / TILE, tx = threadIdx.x % TILE;

@@ -19,6 +19,7 @@
 extern "C" __global__ void __launch_bounds__(512)
 gemm_04_blocktile_1d(float *C, const float *A, const float *B,
                      int M, int N, int K, float alpha, float beta) {
+  A += blockIdx.z * (size_t)M * K, B += blockIdx.z * (size_t)K * N, C += blockIdx.z * (size_t)M * N;  // matrix z of a batch
   __shared__ float As[BM][BK];
   __shared__ float Bs[BK][BN];
   const int t = threadIdx.x;

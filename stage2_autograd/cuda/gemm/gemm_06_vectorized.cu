@@ -45,6 +45,7 @@ __device__ __forceinline__ bool aligned16(const void *p, int cols) {
 extern "C" __global__ void __launch_bounds__(THREADS)
 gemm_06_vectorized(float *C, const float *A, const float *B,
                    int M, int N, int K, float alpha, float beta) {
+  A += blockIdx.z * (size_t)M * K, B += blockIdx.z * (size_t)K * N, C += blockIdx.z * (size_t)M * N;  // matrix z of a batch
   __shared__ __align__(16) float As[BK][BM];  // transposed: As[k][m]
   __shared__ __align__(16) float Bs[BK][BN];
   const int t = threadIdx.x;

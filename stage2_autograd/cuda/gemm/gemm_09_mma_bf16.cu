@@ -96,6 +96,7 @@ __device__ __forceinline__ void store2(float *C, int row, int col, int M, int N,
 extern "C" __global__ void __launch_bounds__(THREADS)
 gemm_09_mma_bf16(float *C, const bf16 *A, const bf16 *B,
                  int M, int N, int K, float alpha, float beta) {
+  A += blockIdx.z * (size_t)M * K, B += blockIdx.z * (size_t)K * N, C += blockIdx.z * (size_t)M * N;  // matrix z of a batch
   __shared__ __align__(16) bf16 As[2][BM][BK + PAD];
   __shared__ __align__(16) bf16 Bs[2][BK][BN + PAD];
   const int t = threadIdx.x, warp = t / 32, lane = t % 32;

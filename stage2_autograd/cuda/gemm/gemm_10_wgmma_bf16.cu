@@ -95,6 +95,7 @@ __device__ __forceinline__ void wgmma_m64n128k16(float *d, unsigned long long a,
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 gemm_10_wgmma_bf16(float *C, const bf16 *A, const bf16 *B,
                    int M, int N, int K, float alpha, float beta) {
+  A += blockIdx.z * (size_t)M * K, B += blockIdx.z * (size_t)K * N, C += blockIdx.z * (size_t)M * N;  // matrix z of a batch
   extern __shared__ unsigned char smem_raw[];
   // Swizzle atoms must start on 1024-byte boundaries; the launch asks for 1 KiB of slack.
   const unsigned raw = smem_addr(smem_raw), base = (raw + 1023) & ~1023u;
