@@ -8,7 +8,8 @@ every entry point has the same signature (llm.c order: output, inputs, sizes, sc
 
 computing ``C = alpha * A @ B + beta * C`` for row-major A (M, K), B (K, N) and float32 C (M, N);
 C is not read when beta == 0. A grid of depth ``batch`` (``gridDim.z``) multiplies that many matrices
-lying one after another in each array: a block first moves its pointers to matrix ``blockIdx.z``. ``T`` is ``float`` for ``precision=fp32`` rungs and a bfloat16 bit
+lying one after another in each array: a block first moves its pointers to matrix ``blockIdx.z``.
+``T`` is ``float`` for ``precision=fp32`` rungs and a bfloat16 bit
 pattern (``unsigned short``, a uint16 array here) for ``precision=bf16`` ones. The file's header
 comment is the registry: its ``launch:`` line gives the block size, the tile of C per block
 (which fixes the grid), dynamic shared memory, the PTX arch and the precision, so adding a rung
