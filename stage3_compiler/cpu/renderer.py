@@ -14,7 +14,7 @@ import struct
 from dataclasses import dataclass, field
 
 from ..codegen.renderer import Renderer
-from ..codegen.uops import Kernel, LoopKind, UOp, UOps
+from ..codegen.uops import Kernel, Loop, LoopKind, UOp, UOps
 from ..dtype import DType, dtypes
 from ..graph.symbolic import Node, descends, render
 from ..ops import Ops
@@ -57,6 +57,8 @@ class Source:
     names: dict[int, str] = field(default_factory=dict)  # id(UOp) -> its C variable or expression
     depth: int = 1  # indentation: open braces
     loops: int = 0  # RANGEs opened so far (THREAD slices the first)
+    open_loops: list[Loop] = field(default_factory=list)  # the loops open now, innermost last
+    group: Loop | None = None  # GROUP (cuda/renderer.py): the reduce loop a block's threads share
 
     def add(self, text: str) -> None:
         self.lines.append("  " * self.depth + text)
@@ -250,12 +252,14 @@ class CRenderer(Renderer):
             threads = src.kernel.threads
             start, end = f"part*{loop.extent}/{threads}", f"(part+1)*{loop.extent}/{threads}"
         src.loops += 1
+        src.open_loops.append(loop)
         if loop.kind is LoopKind.PARTIALS and self.gcc_pragmas:  # SPLIT's partials: gcc unrolls so short
             src.add("#pragma GCC unroll 1")  # a loop before it vectorizes it (then it cannot)
         src.add(f"for (long long {loop.var} = {start}; {loop.var} < {end}; {loop.var}++) {{")
         src.depth += 1
 
     def render_endrange(self, src: Source, u: UOp) -> None:
+        src.open_loops.pop()
         src.depth -= 1
         src.add("}")
 

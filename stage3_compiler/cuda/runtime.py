@@ -18,7 +18,7 @@ import numpy as np
 
 from ..codegen.program import CompileError, Program
 from .backend import CupyBackend  # (CuPy itself is imported when the first cuda tensor is made)
-from .renderer import CUDARenderer, output_size
+from .renderer import GROUP, CUDARenderer, group_loop, output_size
 
 THREADS = 128  # per block for the grid-stride kernels; any grid is correct, this one is ordinary
 MAX_BLOCKS = 65535  # enough blocks to fill any GPU; the grid-stride loops cover the rest
@@ -76,12 +76,16 @@ class CUDARuntime:
     def launch(self, program: Program, buffers: list, values: tuple[int, ...] = ()) -> None:
         """Run a compiled kernel over its output: buffers in the kernel's argument order (outputs first),
         then its Variables' values."""
-        self._launch(program.fn, output_size(program.kernel),
-                     [*(np.uint64(b.address) for b in buffers), *(np.int64(v) for v in values)])
+        args = [*(np.uint64(b.address) for b in buffers), *(np.int64(v) for v in values)]
+        if group_loop(program.kernel) is not None:  # GROUP: a block of GROUP threads per output
+            self._launch(program.fn, output_size(program.kernel), args, per_block=1, threads=GROUP)
+        else:
+            self._launch(program.fn, output_size(program.kernel), args)
 
-    def _launch(self, fn, n: int, args: list) -> None:
+    def _launch(self, fn, n: int, args: list, per_block: int = THREADS, threads: int = THREADS) -> None:
+        """n outputs, `per_block` of them a block (the grid-stride loop takes the rest)."""
         if n > 0:  # a grid of zero blocks is an error in CUDA; nothing to do anyway
-            fn((min(-(-n // THREADS), MAX_BLOCKS), 1, 1), (THREADS, 1, 1), args)
+            fn((min(-(-n // per_block), MAX_BLOCKS), 1, 1), (threads, 1, 1), args)
 
     # ---- a Buffer's fixed kernels (random.py, Tensor._iota), with the CPU's signatures ----
 

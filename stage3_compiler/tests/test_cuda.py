@@ -12,6 +12,7 @@ device is the conformance suite's (`CUDA` in its ids).
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import shutil
 import subprocess
@@ -165,6 +166,75 @@ def test_a_rendered_kernel_under_a_grid_of_many_threads_writes_each_output_once(
     out, zeros = np.zeros(35, np.float32), np.zeros(35, np.float32)
     ctypes.CDLL(str(tmp_path / "k.so")).run(ctypes.c_void_p(out.ctypes.data), ctypes.c_void_p(zeros.ctypes.data))
     assert out.tolist() == [1.0] * 35
+
+
+BLOCK_SHIM = """#include <barrier>
+#include <cmath>
+#include <cstring>
+#include <thread>
+#include <vector>
+struct sitp_dim3 { unsigned x, y, z; };
+static thread_local sitp_dim3 threadIdx;
+static sitp_dim3 blockIdx, blockDim, gridDim;
+static std::barrier<> *sitp_barrier;
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __shared__ static
+#define __syncthreads() sitp_barrier->arrive_and_wait()
+static inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
+"""
+
+
+def _run_blocks(kernel, x: np.ndarray, blocks: int, threads: int, tmp_path) -> np.ndarray:
+    """Run a rendered float32 kernel `out = f(x)` on the CPU as a GPU would: blocks one after another,
+    a block's threads as OS threads that meet at each __syncthreads (a barrier)."""
+    source = CUDARenderer().render(kernel)
+    driver = (f"\nextern \"C\" void run(float *out, const float *x) {{\n"
+              f"  gridDim = {{{blocks}, 1, 1}}; blockDim = {{{threads}, 1, 1}};\n"
+              f"  for (unsigned b = 0; b < {blocks}; b++) {{\n"
+              f"    blockIdx = {{b, 0, 0}}; std::barrier<> barrier({threads}); sitp_barrier = &barrier;\n"
+              "    std::vector<std::thread> team;\n"
+              f"    for (unsigned t = 0; t < {threads}; t++)\n"
+              f"      team.emplace_back([=] {{ threadIdx = {{t, 0, 0}}; {kernel.name}(out, x); }});\n"
+              "    for (auto &th : team) th.join();\n  }\n}\n")
+    (tmp_path / "k.cpp").write_text(BLOCK_SHIM + source + driver)
+    subprocess.run(["g++", "-std=c++20", "-pthread", "-shared", "-fPIC", "-o", str(tmp_path / "k.so"),
+                    str(tmp_path / "k.cpp")], check=True)
+    out = np.full(math.prod(kernel.shape), np.nan, np.float32)
+    x = np.ascontiguousarray(x, np.float32)
+    ctypes.CDLL(str(tmp_path / "k.so")).run(ctypes.c_void_p(out.ctypes.data), ctypes.c_void_p(x.ctypes.data))
+    return out
+
+
+def test_a_reduction_of_few_outputs_is_folded_by_a_block_of_threads():
+    """GROUP: a sum of 600 x 70 terms into one output shares its innermost reduce loop across the
+    block's threads, folds the accumulator across the block, and one thread stores."""
+    source = CUDARenderer().render(_kernel((Tensor(np.ones((600, 70), np.float32)) ** 2).sum()))
+    assert "for (long long gid = blockIdx.x; gid < 1; gid += gridDim.x) {" in source
+    assert "for (long long ridx1 = threadIdx.x; ridx1 < 70; ridx1 += blockDim.x) {" in source
+    assert "= group_reduce_add_float32(acc" in source and "if (threadIdx.x == 0)" in source
+    assert "__shared__ float part[128];" in source
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ to build the kernel")
+@pytest.mark.parametrize("blocks,threads", [(1, 8), (3, 32), (2, 128)])
+@pytest.mark.parametrize("case", ["sum", "max_nan", "sum_axis0"])
+def test_group_reductions_under_blocks_of_many_threads(tmp_path, case, blocks, threads):
+    rng = np.random.default_rng(threads)
+    if case == "sum":
+        x = rng.standard_normal((600, 70)).astype(np.float32)
+        kernel, want = _kernel((Tensor(x) ** 2).sum()), (x.astype(np.float64) ** 2).sum()
+    elif case == "max_nan":  # max keeps a NaN wherever the block's tree meets it
+        x = rng.standard_normal((20, 1500)).astype(np.float32)
+        x[3, 1417] = np.nan
+        kernel, want = _kernel(Tensor(x).max(axis=1)), x.max(axis=1)
+    else:  # the reduced axis is the outer one: the block shares the loop over rows
+        x = rng.standard_normal((1500, 6)).astype(np.float32)
+        kernel, want = _kernel(Tensor(x).sum(axis=0)), x.astype(np.float64).sum(axis=0)
+    assert "group_reduce_" in CUDARenderer().render(kernel)
+    got = _run_blocks(kernel, x, blocks, threads, tmp_path)
+    np.testing.assert_allclose(got, np.ravel(want), rtol=1e-5, atol=1e-5)  # float32 sums of ~1500 terms
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (nox -s ptx compiles the catalogue)")
