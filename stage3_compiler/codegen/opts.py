@@ -21,8 +21,9 @@ values sit in registers, which loop runs on which thread, and what stays in cach
   every row uses it. On a GPU, LOCAL plays this part with shared memory.
 - THREAD(0, n): the outermost output loop is split across n threads (OpenMP), n being the stage's
   thread setting (threads.py) when the heuristics or BEAM pick it.
-- LOCAL and GROUP (GPU block tiles in shared memory, split reductions) are named here but not built:
-  the GPU kernels keep their one grid-stride loop (cuda/renderer.py).
+- LOCAL and GROUP (GPU block tiles in shared memory, split reductions) are named here but are not
+  options: the CUDA renderer applies GROUP by a rule of its own (cuda/renderer.group_loop), and LOCAL
+  is not built.
 
 `heuristics.py` picks options by hand-written rules (what realize uses unless BEAM is set);
 engine/search.py measures candidates instead. `apply_opts` checks a list against the kernel and
