@@ -1,4 +1,4 @@
-"""The CUDA renderer: the C renderer with three changes, so a kernel runs on a GPU.
+"""The CUDA renderer: the C renderer with four changes, so a kernel runs on a GPU (and fills it).
 
 1. The declaration. `extern "C" __global__`: a kernel launched from the host, under its plain name
    (no C++ mangling), which is how the runtime finds it in the compiled module.
