@@ -65,7 +65,10 @@ def matmul_tile(item: ScheduleItem, renderer: Renderer, stored: set[int] | None 
     where it has 16 (AVX2), 4 x 8 on a GPU (registers per thread). {} when it is not a matmul, or
     when neither operand is contiguous along an output axis (the scheduler copies a weight read
     transposed so that one is: layouts.copy_transposed). Measured on a Zen 4 core, 768 x 512 x 128:
-    the old 4 x 8 tile 44 GFLOP/s, 8 x 16 101; a weight read along K (x @ w.T) 37."""
+    the old 4 x 8 tile 44 GFLOP/s, 8 x 16 101; a weight read along K (x @ w.T) 37. None for a kernel
+    whose loops run to a symbolic size: it takes no options (opts.apply_opts), so no packed operands."""
+    if item.symbolic:
+        return {}
     r = item.reduce
     src, shape = r.srcs[0], r.shape
     if not src.is_base or src.op is not Ops.MUL:

@@ -25,7 +25,7 @@ from ..device import buffer_class, runtime_of
 from ..graph.lazy import LazyBuffer, numel
 from ..ops import Ops
 from ..settings import beam_width, debug_level, enabled
-from . import capture, checks, debug, schedule_cache, search
+from . import capture, checks, debug, program_cache, schedule_cache, search
 from .identity import kernel_key
 from .schedule_cache import create_schedule
 
@@ -63,6 +63,7 @@ class Lowered:
     kernel: Kernel
     source: str
     runtime: object
+    slots: list[int] | None = None  # known when it came from the disk (program_cache.py)
 
 
 def make_program(kernel: Kernel, source: str, fn, inputs: list[LazyBuffer]) -> Program:
@@ -81,9 +82,10 @@ def identify(items: list[ScheduleItem], stored: set[int]) -> list[Job]:
 
 
 def prepare(jobs: list[Job], stored: set[int]) -> None:
-    """Lower and render every kernel of a schedule that has no Program yet, and compile them together
-    (cpu/compiler.compile_kernels: one file per core, in parallel). Under BEAM a kernel whose
-    search is not on disk yet is left for run_job: the search times it on the real buffers."""
+    """Lower and render every kernel of a schedule that has no Program yet (or find it lowered on disk:
+    program_cache.py), and compile them together (cpu/compiler.compile_kernels: one file per core, in
+    parallel). Under BEAM a kernel whose search is not on disk yet is left for run_job: the search
+    times it on the real buffers."""
     todo: dict[tuple, Lowered] = {}
     for job in jobs:
         if job.key is None or job.key in PROGRAMS or job.key in todo:
@@ -91,6 +93,10 @@ def prepare(jobs: list[Job], stored: set[int]) -> None:
         runtime = runtime_of("realize", job.item.root.device)
         opts = search.cached_opts(job.item, stored, runtime) if beam_width() else None
         if beam_width() and opts is None:
+            continue
+        found = None if beam_width() else program_cache.load(job.key, runtime.renderer)
+        if found is not None:
+            todo[job.key] = Lowered(job, *found[:2], runtime, found[2])
             continue
         kernel = lower(job.item, stored, runtime.renderer, opts)
         todo[job.key] = Lowered(job, kernel, runtime.renderer.render(kernel), runtime)
@@ -104,7 +110,12 @@ def prepare(jobs: list[Job], stored: set[int]) -> None:
             bad = next((e for e in group if e.source == getattr(err, "source", None)), group[0])
             raise debug.compile_error(err, bad.kernel, bad.job.item.root, stored) from err
         for e, fn in zip(group, fns, strict=True):
-            PROGRAMS[e.job.key] = make_program(e.kernel, e.source, fn, e.job.inputs)
+            if e.slots is not None:
+                PROGRAMS[e.job.key] = Program(e.kernel, e.source, fn, e.slots)
+                continue
+            program = PROGRAMS[e.job.key] = make_program(e.kernel, e.source, fn, e.job.inputs)
+            if not beam_width():
+                program_cache.store(e.job.key, e.runtime.renderer, program)
 
 
 def search_program(job: Job, stored: set[int], runtime) -> Program:

@@ -44,6 +44,12 @@ class Node:
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"{type(self).__name__} is immutable")
 
+    def __reduce__(self) -> tuple:
+        """Pickled by its fields (engine/program_cache.py keeps lowered kernels on disk); the hash is
+        computed again where it is loaded (a string's hash differs between processes)."""
+        fields = {s: getattr(self, s) for c in type(self).__mro__ for s in getattr(c, "__slots__", ()) if s != "_hash"}
+        return _rebuild, (type(self), fields)
+
     def __eq__(self, other: object) -> bool:
         return type(self) is type(other) and self._key == other._key  # type: ignore[attr-defined]
 
@@ -106,6 +112,14 @@ class Node:
 
     def __ge__(self, other: Node | int) -> bool:
         return self._compare(other, ">=")
+
+
+def _rebuild(cls: type, fields: dict) -> Node:
+    node = object.__new__(cls)
+    for name, value in fields.items():
+        object.__setattr__(node, name, value)
+    object.__setattr__(node, "_hash", hash((cls, fields["_key"])))
+    return node
 
 
 class Var(Node):
