@@ -13,6 +13,7 @@ import ctypes
 import functools
 import hashlib
 import os
+import re
 import subprocess
 import sys
 import sysconfig
@@ -159,8 +160,9 @@ def symbol(name: str, key: str) -> str:
 
 
 def renamed(source: str, name: str, key: str) -> str:
-    """The kernel's source with its function named `symbol(name, key)` (its signature: `void name(`)."""
-    return source.replace(f" {name}(", f" {symbol(name, key)}(", 1)
+    """The kernel's source with its functions named after `symbol(name, key)`: the kernel `name(` and,
+    under THREAD, its part function `name_part(` (two kernels of one name in a file would clash)."""
+    return re.sub(rf"\b{re.escape(name)}(?=(?:_part)?\()", symbol(name, key), source)
 
 
 def build_chunk(chunk: list[tuple[str, tuple[str, str]]]) -> CompileError | None:

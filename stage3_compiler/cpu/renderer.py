@@ -87,6 +87,8 @@ class CRenderer(Renderer):
         if dtype is dtypes.bool:
             return "1" if value else "0"
         if dtype.is_int:
+            if int(value) == -(2**63):  # C has no literal for it: 9223372036854775808 is out of range
+                return "(-9223372036854775807LL-1)"
             return f"{int(value)}LL" if dtype is dtypes.int64 else str(int(value))
         value = float(value)
         if math.isnan(value):  # what <math.h>'s NAN, INFINITY and HUGE_VAL expand to (see `prologue`)

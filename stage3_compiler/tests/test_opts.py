@@ -217,6 +217,28 @@ def test_kernels_compile_together_as_one_library_per_core(tmp_path, monkeypatch)
         assert out[0] == i  # each name found its own body
 
 
+def test_threaded_kernels_of_one_name_share_a_library(tmp_path, monkeypatch):
+    """THREAD kernels have a part function named after the kernel: both names are made unique in a shared
+    file (two kernels of one name once clashed there, and every batch fell back to one compile a kernel)."""
+    monkeypatch.setenv("SITP_CACHE", str(tmp_path))
+    monkeypatch.setattr(runtime, "compile_jobs", lambda: 1)
+    runs = runtime.RUNS[0]
+    sources = [(f"static void twin_part(float* restrict d) {{ d[0] = {i}.0f; }}\n"
+                f"void twin(float* restrict d) {{ twin_part(d); }}\n", "twin") for i in range(3)]
+    fns = runtime.compile_kernels(sources)
+    assert runtime.RUNS[0] == runs + 1  # one compiler run for the three
+    out = np.zeros(1, np.float32)
+    for i, fn in enumerate(fns):
+        fn(ctypes.c_void_p(out.ctypes.data))
+        assert out[0] == i
+
+
+def test_the_smallest_int64_is_a_valid_c_literal():
+    assert CPU.const(-(2**63), dtypes.int64) == "(-9223372036854775807LL-1)"
+    x = Tensor(np.array([[3, -(2**63) + 5], [7, 1]], np.int64))
+    assert x.max(axis=1).numpy().tolist() == [3, 7]  # the max's identity is the smallest int64
+
+
 def test_a_batch_with_a_broken_kernel_names_it(tmp_path, monkeypatch):
     monkeypatch.setenv("SITP_CACHE", str(tmp_path))
     good = ("void fine(float* restrict d) { d[0] = 1.0f; }\n", "fine")
