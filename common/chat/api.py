@@ -5,8 +5,8 @@ Endpoints:
 - ``GET /v1/models``: the one model served, in OpenAI's list shape;
 - ``POST /v1/chat/completions``: OpenAI's chat completions. Fields: ``messages`` (a ``system`` message
   first is folded into the first user message, as nanochat does; content as a string or a list of text
-  parts), ``model``, ``temperature`` (0..2), ``top_k`` (our extension), ``top_p`` (1 only: the engine
-  samples by top-k), ``max_tokens`` or ``max_completion_tokens``, ``stop`` (a string or up to 4),
+  parts), ``model``, ``temperature`` (0..2), ``top_k`` (our extension), ``top_p`` (0..1, the nucleus,
+  after top-k), ``max_tokens`` or ``max_completion_tokens``, ``stop`` (a string or up to 4),
   ``seed``, ``n`` (1), ``stream`` and ``stream_options.include_usage``. The answer has OpenAI's shape:
   ``chat.completion`` with ``usage`` and ``finish_reason`` (``stop`` at the end of the turn or a stop
   string, ``length`` at max_tokens or the model's window), or, streamed, ``chat.completion.chunk``
@@ -91,6 +91,7 @@ class CompletionRequest:
     seed: int
     stream: bool
     include_usage: bool
+    top_p: float = 1.0
 
 
 def _number(body: dict, key: str, default: Any, low: float, high: float, integer: bool = False) -> Any:
@@ -157,9 +158,6 @@ def parse_completion(raw: bytes, defaults: Defaults, model: str) -> CompletionRe
     messages = _messages(body.get("messages"))
     if _number(body, "n", 1, 1, 1, integer=True) != 1:
         raise ApiError(400, "n must be 1", "n")
-    if _number(body, "top_p", 1.0, 0.0, 1.0) != 1.0:
-        raise ApiError(400, "top_p other than 1 is not supported: the engine samples by top_k (an extra field)",
-                       "top_p")
     stop = body.get("stop")
     stops = () if stop is None else (stop,) if isinstance(stop, str) else stop
     if not isinstance(stops, (list, tuple)) or len(stops) > MAX_STOPS or \
@@ -185,6 +183,7 @@ def parse_completion(raw: bytes, defaults: Defaults, model: str) -> CompletionRe
         seed=int(uuid.uuid4().int % 2**31) if seed is None else seed,
         stream=bool(stream),
         include_usage=bool(options and options.get("include_usage")),
+        top_p=float(_number(body, "top_p", 1.0, 0.0, 1.0)),
     )
 
 
@@ -252,7 +251,7 @@ class ChatService:
             with self.turnstile.generating:
                 pieces = self.backend.stream_reply(request.messages, temperature=request.temperature,
                                                    top_k=request.top_k, max_tokens=request.max_tokens,
-                                                   seed=request.seed, stats=stats)
+                                                   seed=request.seed, stats=stats, top_p=request.top_p)
                 yield from cut_at_stops(iter(pieces), request.stop, stats)
         finally:
             self.turnstile.leave()

@@ -52,7 +52,8 @@ class ChatBackend:
         return cls(stage, model, tokenizer_from_text(state.meta["tokenizer"]))
 
     def reply_tokens(self, messages: list[dict], temperature: float = 0.6, top_k: int | None = 50,
-                     max_tokens: int = 256, seed: int | None = 0, stats: Any = None) -> Iterator[int]:
+                     max_tokens: int = 256, seed: int | None = 0, stats: Any = None,
+                     top_p: float | None = None) -> Iterator[int]:
         """The reply's token ids as they are generated (tool tokens forced by the engine included).
         ``stats`` (api.ReplyStats), when given, counts the prompt's and the reply's tokens."""
         prompt = render_for_completion(self.tokenizer, [*messages, {"role": "assistant", "content": ""}])
@@ -64,20 +65,21 @@ class ChatBackend:
                              f"{self.model.config.sequence_len}; start a new conversation")
         with no_grad(self.stage.Tensor):  # stage1 has no autograd to switch off
             for column, _ in self.engine.generate(prompt, num_samples=1, max_tokens=min(max_tokens, room),
-                                                  temperature=temperature, top_k=top_k,
+                                                  temperature=temperature, top_k=top_k, top_p=top_p,
                                                   seed=0 if seed is None else seed):
                 if stats is not None:
                     stats.completion_tokens += 1
                 yield column[0]
 
     def stream_reply(self, messages: list[dict], temperature: float = 0.6, top_k: int | None = 50,
-                     max_tokens: int = 256, seed: int | None = 0, stats: Any = None) -> Iterator[str]:
+                     max_tokens: int = 256, seed: int | None = 0, stats: Any = None,
+                     top_p: float | None = None) -> Iterator[str]:
         """The reply as text pieces; special tokens show as their names, except the closing <|assistant_end|>
         (which sets ``stats.ended``)."""
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         specials = {i: name for name, i in self.tokenizer.special_tokens.items()}
         end = self.tokenizer.special_id("<|assistant_end|>")
-        for token in self.reply_tokens(messages, temperature, top_k, max_tokens, seed, stats):
+        for token in self.reply_tokens(messages, temperature, top_k, max_tokens, seed, stats, top_p):
             if token == end:
                 if stats is not None:
                     stats.ended = True

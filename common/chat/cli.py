@@ -57,7 +57,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
     from .backend import ChatBackend
 
     backend = ChatBackend.load(args.ckpt, args.stage)
-    options = {"temperature": args.temperature, "top_k": args.top_k, "max_tokens": args.max_tokens}
+    options = {"temperature": args.temperature, "top_k": args.top_k, "max_tokens": args.max_tokens,
+               "top_p": args.top_p}
     if args.web:
         from .web import Defaults, run_web
 
@@ -161,6 +162,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     chat.add_argument("-p", "--prompt", default=None, help="answer this one message and exit")
     chat.add_argument("--temperature", type=float, default=0.6)
     chat.add_argument("--top-k", dest="top_k", type=int, default=50)
+    chat.add_argument("--top-p", dest="top_p", type=float, default=1.0, help="nucleus sampling (1: off)")
     chat.add_argument("--max-tokens", dest="max_tokens", type=int, default=256)
     chat.add_argument("--seed", type=int, default=0)
     chat.add_argument("--web", action="store_true", help="serve the web UI instead")

@@ -37,14 +37,15 @@ from .calculator import evaluate
 
 
 def sample_tokens(logits: np.ndarray, rng: np.random.Generator, temperature: float = 1.0,
-                  top_k: int | None = None) -> np.ndarray:
+                  top_k: int | None = None, top_p: float | None = None) -> np.ndarray:
     """One token per row of logits (B, V): argmax at temperature 0, else a draw from the
-    temperature-scaled softmax over the top_k largest logits (all of them when top_k is None)."""
+    temperature-scaled softmax over the top_k largest logits (all of them when top_k is None),
+    within the nucleus of top_p (train/sample.next_token_probs)."""
     if temperature < 0:
         raise ValueError(f"sample_tokens: temperature must be >= 0, got {temperature}")
     if temperature == 0:
         return np.asarray(logits).argmax(axis=-1)
-    return sample_next(logits, rng, temperature, top_k)
+    return sample_next(logits, rng, temperature, top_k, top_p)
 
 
 @contextlib.contextmanager
@@ -82,7 +83,7 @@ class Engine:
 
     def generate(self, tokens: list[int], num_samples: int = 1, max_tokens: int | None = None,
                  temperature: float = 1.0, top_k: int | None = None,
-                 seed: int = 42) -> Iterator[tuple[list[int], list[int]]]:
+                 seed: int = 42, top_p: float | None = None) -> Iterator[tuple[list[int], list[int]]]:
         """Stream (token column, mask column) per step, one entry per sample, for at most
         ``max_tokens`` steps (None: until the cache reaches the model's sequence_len)."""
         if not tokens or not all(isinstance(t, (int, np.integer)) for t in tokens):
@@ -103,7 +104,7 @@ class Engine:
                 logits = np.repeat(logits, num_samples, axis=0)  # (B, V): each row samples its own first token
             rows = [_Row() for _ in range(num_samples)]
             for step in range(max_tokens):
-                sampled = sample_tokens(logits, rng, temperature, top_k)
+                sampled = sample_tokens(logits, rng, temperature, top_k, top_p)
                 column, masks = self._advance(rows, sampled)
                 yield column, masks
                 if step + 1 == max_tokens or all(r.done for r in rows):

@@ -80,8 +80,9 @@ class Pieces:
         self.pieces, self.delay, self.ends = pieces, delay, ends
         self.calls = 0
 
-    def stream_reply(self, messages, temperature, top_k, max_tokens, seed=None, stats=None):
+    def stream_reply(self, messages, temperature, top_k, max_tokens, seed=None, stats=None, top_p=None):
         self.calls += 1
+        self.top_p = top_p
         stats.prompt_tokens = 3
         for piece in self.pieces[:max_tokens]:
             time.sleep(self.delay)
@@ -149,6 +150,15 @@ def test_max_tokens_gives_length(serve):
     assert reply.usage.completion_tokens == 2
 
 
+def test_top_p_reaches_the_sampler(serve):
+    backend = Pieces(["a"])
+    client = serve(backend).client()
+    client.chat.completions.create(model="nanochat", messages=[{"role": "user", "content": "q"}], top_p=0.25)
+    assert backend.top_p == 0.25
+    client.chat.completions.create(model="nanochat", messages=[{"role": "user", "content": "q"}])
+    assert backend.top_p == 1.0
+
+
 MALFORMED = [
     (b"{not json", 400), (b"[]", 400), (b'{"messages": []}', 400), (b'{"messages": "hi"}', 400),
     (b'{"messages": [{"role": "user"}]}', 400), (b'{"messages": [{"role": "tool", "content": "x"}]}', 400),
@@ -159,7 +169,7 @@ MALFORMED = [
     (b'{"messages": [{"role": "user", "content": "x"}], "temperature": "hot"}', 400),
     (b'{"messages": [{"role": "user", "content": "x"}], "max_tokens": 0}', 400),
     (b'{"messages": [{"role": "user", "content": "x"}], "n": 3}', 400),
-    (b'{"messages": [{"role": "user", "content": "x"}], "top_p": 0.5}', 400),
+    (b'{"messages": [{"role": "user", "content": "x"}], "top_p": 1.5}', 400),
     (b'{"messages": [{"role": "user", "content": "x"}], "stop": ["a", "b", "c", "d", "e"]}', 400),
     (b'{"messages": [{"role": "user", "content": "x"}], "seed": 1.5}', 400),
     (b'{"messages": [{"role": "user", "content": "x"}], "logit_bias": {}}', 400),

@@ -1,4 +1,4 @@
-"""Sampling: top-k restricts the support to the k most likely tokens, temperature reshapes the
+"""Sampling: top-k restricts the support to the k most likely tokens, top-p to the nucleus, temperature reshapes the
 distribution as softmax(logits / T), draws follow the probabilities, bad arguments raise, and
 generation from a model appends tokens on any stage."""
 
@@ -27,6 +27,24 @@ def test_top_k_restricts_support():
     assert (next_token_probs(LOGITS, top_k=100) > 0).all()
 
 
+def test_top_p_keeps_the_nucleus():
+    p = next_token_probs(LOGITS)
+    order = np.argsort(-p[0])  # row 0 by probability: tokens 4, 0, 1, 2, 5, 3
+    for top_p in (0.0, 0.3, 0.6, 0.9, 0.999):
+        q = next_token_probs(LOGITS, top_p=top_p)
+        mass = np.cumsum(p[0][order])
+        n = int(np.searchsorted(mass, top_p)) + 1 if top_p > 0 else 1  # fewest tokens reaching top_p
+        assert set(np.flatnonzero(q[0]).tolist()) == set(order[:n].tolist())
+        np.testing.assert_allclose(q[0][order[:n]], p[0][order[:n]] / p[0][order[:n]].sum(), rtol=1e-12)
+        np.testing.assert_allclose(q.sum(axis=1), 1.0)
+    np.testing.assert_array_equal(next_token_probs(LOGITS, top_p=1.0), p)
+    both = next_token_probs(LOGITS, top_k=3, top_p=0.9)  # the nucleus of the top-k distribution
+    assert set(np.flatnonzero(both[0]).tolist()) <= set(np.flatnonzero(next_token_probs(LOGITS, top_k=3)[0]))
+    rng = np.random.default_rng(2)
+    draws = {int(sample_next(LOGITS, rng, top_p=0.5)[0]) for _ in range(200)}
+    assert draws == set(np.flatnonzero(next_token_probs(LOGITS, top_p=0.5)[0]).tolist())
+
+
 def test_temperature():
     for t in (0.5, 1.0, 2.0):
         z = LOGITS / t
@@ -53,6 +71,8 @@ def test_bad_arguments():
         next_token_probs(LOGITS, temperature=0)
     with pytest.raises(ValueError, match="top_k"):
         next_token_probs(LOGITS, top_k=0)
+    with pytest.raises(ValueError, match="top_p"):
+        next_token_probs(LOGITS, top_p=1.5)
     with pytest.raises(ValueError, match=r"\(B, V\)"):
         next_token_probs(LOGITS[0])
 

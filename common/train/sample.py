@@ -1,4 +1,4 @@
-"""Sampling from a language model: temperature, top-k, and autoregressive generation.
+"""Sampling from a language model: temperature, top-k, top-p (nucleus), and autoregressive generation.
 
 The model runs on the stage; its last-position logits come out through ``.numpy()`` and the
 categorical draw happens here with a seeded numpy Generator (sampling is a decision about the
@@ -14,11 +14,16 @@ from typing import Any
 import numpy as np
 
 
-def next_token_probs(logits: np.ndarray, temperature: float = 1.0, top_k: int | None = None) -> np.ndarray:
+def next_token_probs(logits: np.ndarray, temperature: float = 1.0, top_k: int | None = None,
+                     top_p: float | None = None) -> np.ndarray:
     """logits (B, V) -> probabilities (B, V) after dividing by ``temperature`` and keeping only the
-    ``top_k`` largest logits of each row (ties at the k-th value are kept, as nanoGPT's ``<`` test)."""
+    ``top_k`` largest logits of each row (ties at the k-th value are kept, as nanoGPT's ``<`` test),
+    then only the nucleus of ``top_p``: the most probable tokens, fewest first, whose probabilities
+    reach ``top_p`` together (the most probable token always stays), renormalized."""
     if temperature <= 0:
         raise ValueError(f"sample: temperature must be > 0, got {temperature}")
+    if top_p is not None and not 0 <= top_p <= 1:
+        raise ValueError(f"sample: top_p must be in [0, 1], got {top_p}")
     logits = np.asarray(logits, dtype=np.float64)
     if logits.ndim != 2:
         raise ValueError(f"sample: expected logits (B, V), got shape {logits.shape}")
@@ -31,13 +36,23 @@ def next_token_probs(logits: np.ndarray, temperature: float = 1.0, top_k: int | 
         z = np.where(z < kth, -np.inf, z)
     z = z - z.max(axis=1, keepdims=True)
     p = np.exp(z)
+    p = p / p.sum(axis=1, keepdims=True)
+    if top_p is None or top_p >= 1:
+        return p
+    order = np.argsort(-p, axis=1, kind="stable")  # most probable first (ties in vocabulary order)
+    ranked = np.take_along_axis(p, order, axis=1)
+    before = np.cumsum(ranked, axis=1) - ranked  # the mass of the tokens ranked above each one
+    keep = np.zeros_like(p, dtype=bool)
+    np.put_along_axis(keep, order, before < top_p, axis=1)  # in while the nucleus is not yet full
+    keep[np.arange(p.shape[0]), order[:, 0]] = True
+    p = np.where(keep, p, 0.0)
     return p / p.sum(axis=1, keepdims=True)
 
 
 def sample_next(logits: np.ndarray, rng: np.random.Generator, temperature: float = 1.0,
-                top_k: int | None = None) -> np.ndarray:
+                top_k: int | None = None, top_p: float | None = None) -> np.ndarray:
     """One token id per row of logits (B, V), drawn from :func:`next_token_probs`."""
-    p = next_token_probs(logits, temperature, top_k)
+    p = next_token_probs(logits, temperature, top_k, top_p)
     return np.array([rng.choice(p.shape[1], p=row) for row in p], dtype=np.int64)
 
 
