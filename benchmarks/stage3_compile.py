@@ -3,9 +3,10 @@ before its kernels run, each case in a fresh process.
 
 - The jitted step (benchmarks.stage3_fusion.make_step: forward, backward, clip, AdamW under TinyJit)
   with an empty kernel cache (cold: every kernel compiled), then in a new process with the cache
-  that run left on disk (warm). Per step: wall time, compiler runs (runtime.build), kernels lowered
-  and rendered (new entries of realize.PROGRAMS), graphs scheduled (schedule cache misses) and
-  schedules answered from the cache (hits). Step 1 compiles, step 2 captures, step 3 on replay.
+  that run left on disk (warm). Per step: wall time, compiler runs (runtime.build), new programs
+  (new entries of realize.PROGRAMS: lowered and rendered, or found lowered on disk by
+  engine/program_cache.py), graphs scheduled (schedule cache misses) and schedules answered from the
+  cache (hits). Step 1 compiles, step 2 captures, step 3 on replay.
 - The eager step (no JIT), in one process: the median of warm steps with the schedule cache and
   with it turned off, and a replayed step's Python per kernel (stage3_fusion.replay_overhead_us).
 - Peak memory: the maximum resident set of a process that builds the model and runs 10 steps,
@@ -115,7 +116,7 @@ def main() -> None:
     print(f"# python -m benchmarks.stage3_compile, {time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores, "
           f"{get_num_threads()} kernel threads\n")
     print("## The jitted nanoGPT CPU-config step in a fresh process (steps 1, 2: run, capture; 3 on: replay)\n")
-    print("| kernel cache | step | seconds | compiler runs | kernels lowered | graphs scheduled | cache hits |")
+    print("| kernel cache | step | seconds | compiler runs | new programs | graphs scheduled | cache hits |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     with tempfile.TemporaryDirectory() as cache:
         for label in ("cold (empty)", "warm (on disk)"):
