@@ -59,16 +59,20 @@ def stage3(session: nox.Session) -> None:
     cached under $SITP_CACHE: a first run compiles thousands of small kernels, a second finds them on disk."""
     install(session, "test", "torch")
     emulate = {"SITP_CUDA_BACKEND": "emulate"}
-    # Three processes: every distinct kernel is a shared library loaded into the process (5 memory maps
-    # each), and one process running the whole suite loaded ~14000, past Linux's 65530 maps a process
-    # (vm.max_map_count): mmap failed, and a test then hung starting a compile thread. (Measured at the
-    # end of each part, when it ran as two: 47806 and 28061 maps.)
-    for part in (["stage3_compiler/tests", "conformance/test_errors.py", "conformance/test_extremes.py"],
-                 ["conformance/test_forward.py"],
+    # The conformance parts run on every core (pytest-xdist): a test waits on its compiler half the time,
+    # and on a fresh machine (an empty kernel cache) this session took 20 minutes on one core of two, 12
+    # on both (benchmarks/results/stage3_symbolic.md). Several processes also keep each one's memory
+    # maps bounded: every distinct kernel is a shared library loaded into the process (5 maps each), and
+    # one process running the whole suite loaded ~14000, past Linux's 65530 maps a process
+    # (vm.max_map_count): mmap failed, and a test then hung starting a compile thread.
+    workers = ["-n", str(min(os.cpu_count() or 1, 4))]
+    session.run("pytest", "-q", "stage3_compiler/tests", "conformance/test_errors.py", "conformance/test_extremes.py",
+                "--stage", "stage3_compiler", "--device", "CPU", *session.posargs, env=emulate)
+    for part in (["conformance/test_forward.py"],
                  ["conformance/test_grad.py", "conformance/test_models.py", "conformance/test_views_hypothesis.py"]):
-        session.run("pytest", "-q", *part, "--stage", "stage3_compiler", "--device", "CPU", *session.posargs,
-                    env=emulate)
-    session.run("pytest", "-q", "conformance", "--stage", "stage3_compiler", "--device", "CUDA",
+        session.run("pytest", "-q", *workers, *part, "--stage", "stage3_compiler", "--device", "CPU",
+                    *session.posargs, env=emulate)
+    session.run("pytest", "-q", *workers, "conformance", "--stage", "stage3_compiler", "--device", "CUDA",
                 "-k", STAGE3_CUDA_SUBSET, *session.posargs, env=emulate)
 
 
