@@ -247,17 +247,22 @@ class CRenderer(Renderer):
     def render_global(self, src: Source, u: UOp) -> None:
         src.names[id(u)] = f"data{u.arg}"
 
-    def render_range(self, src: Source, u: UOp) -> None:
-        loop = u.arg
+    def loop_range(self, src: Source, loop: Loop) -> tuple[str, str, str]:
+        """A loop's start, end and step as C (the CUDA renderer shares GROUP's loop across threads)."""
         start, end = "0", render(loop.extent) if isinstance(loop.extent, Node) else str(loop.extent)
         if src.loops == 0 and src.kernel.threads > 1:  # THREAD: this part's slice of the outermost loop
             threads = src.kernel.threads
             start, end = f"part*{loop.extent}/{threads}", f"(part+1)*{loop.extent}/{threads}"
+        return start, end, f"{loop.var}++"
+
+    def render_range(self, src: Source, u: UOp) -> None:
+        loop = u.arg
+        start, end, step = self.loop_range(src, loop)
         src.loops += 1
         src.open_loops.append(loop)
         if loop.kind is LoopKind.PARTIALS and self.gcc_pragmas:  # SPLIT's partials: gcc unrolls so short
             src.add("#pragma GCC unroll 1")  # a loop before it vectorizes it (then it cannot)
-        src.add(f"for (long long {loop.var} = {start}; {loop.var} < {end}; {loop.var}++) {{")
+        src.add(f"for (long long {loop.var} = {start}; {loop.var} < {end}; {step}) {{")
         src.depth += 1
 
     def render_endrange(self, src: Source, u: UOp) -> None:

@@ -105,8 +105,10 @@ class CUDARenderer(CRenderer):
         return super()._literal(value, dtype)
 
     def prologue(self, kernel: Kernel, pragmas: list[str]) -> list[str]:
+        if group_loop(kernel) is None:
+            return [PRELUDE]
         folds = sorted(set(accumulators(kernel).values()), key=lambda f: (f[0].name, f[1].name))
-        return [PRELUDE, *(self.group_fold(op, dtype) for op, dtype in folds if group_loop(kernel) is not None)]
+        return [PRELUDE, *(self.group_fold(op, dtype) for op, dtype in folds)]
 
     def group_fold(self, op: Ops, dtype: DType) -> str:
         """A device function folding one value of every thread of the block into one, by halves: the
@@ -153,16 +155,10 @@ class CUDARenderer(CRenderer):
     def close(self, src: Source) -> list[str]:
         return ["  }"]
 
-    def render_range(self, src: Source, u: UOp) -> None:
+    def loop_range(self, src: Source, loop: Loop) -> tuple[str, str, str]:
         """GROUP's shared reduce loop: thread t takes terms t, t + blockDim.x, ..."""
-        if u.arg is not src.group:
-            return super().render_range(src, u)
-        loop = u.arg
-        end = render(loop.extent) if isinstance(loop.extent, Node) else str(loop.extent)
-        src.loops += 1
-        src.open_loops.append(loop)
-        src.add(f"for (long long {loop.var} = threadIdx.x; {loop.var} < {end}; {loop.var} += blockDim.x) {{")
-        src.depth += 1
+        start, end, step = super().loop_range(src, loop)
+        return ("threadIdx.x", end, f"{loop.var} += blockDim.x") if loop is src.group else (start, end, step)
 
     def render_endrange(self, src: Source, u: UOp) -> None:
         """After GROUP's reduce loops: every accumulator folded across the block."""
@@ -177,13 +173,12 @@ class CUDARenderer(CRenderer):
             src.add(f"{name} = group_{op.name.lower()}_{dtype.name}({name});")
 
     def render_store(self, src: Source, u: UOp) -> None:
-        if src.group is not None:  # GROUP: every thread holds the value; one writes it
-            src.add("if (threadIdx.x == 0)")
-            src.depth += 1
-            super().render_store(src, u)
-            src.depth -= 1
-        else:
-            super().render_store(src, u)
+        if src.group is None:
+            return super().render_store(src, u)
+        src.add("if (threadIdx.x == 0)")  # GROUP: every thread holds the value; one writes it
+        src.depth += 1
+        super().render_store(src, u)
+        src.depth -= 1
 
-    RULES = {**CRenderer.RULES, UOps.SPECIAL: render_special, UOps.RANGE: render_range,
-             UOps.ENDRANGE: render_endrange, UOps.STORE: render_store}
+    RULES = {**CRenderer.RULES, UOps.SPECIAL: render_special, UOps.ENDRANGE: render_endrange,
+             UOps.STORE: render_store}

@@ -14,6 +14,8 @@ machine (CuPy's kernel cache on disk, or the emulator's).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from ..codegen.program import CompileError, Program
@@ -49,11 +51,25 @@ extern "C" __global__ void iota(long long *out, long long n) {
 RAND = {3: "rand_f32", 4: "rand_f64"}  # dtype code (dtype.py) -> kernel
 
 
+class LaunchShape(NamedTuple):
+    outputs: int  # output entries the grid-stride loop walks (at most)
+    per_block: int  # outputs a block takes a pass
+    threads: int  # threads a block
+
+
+def launch_shape(kernel) -> LaunchShape:
+    """A thread per output, or (GROUP) a block of GROUP threads per output."""
+    if group_loop(kernel) is not None:
+        return LaunchShape(output_size(kernel), 1, GROUP)
+    return LaunchShape(output_size(kernel), THREADS, THREADS)
+
+
 class CUDARuntime:
     def __init__(self, backend):
         self.backend = backend
         self.renderer = CUDARenderer()
         self._functions: dict[tuple[str, str], object] = {}
+        self._shapes: dict[str, LaunchShape] = {}  # by source: read from the kernel once, not at every launch
 
     # ---- what realize asks of a device ----
 
@@ -76,11 +92,11 @@ class CUDARuntime:
     def launch(self, program: Program, buffers: list, values: tuple[int, ...] = ()) -> None:
         """Run a compiled kernel over its output: buffers in the kernel's argument order (outputs first),
         then its Variables' values."""
+        shape = self._shapes.get(program.source)
+        if shape is None:
+            shape = self._shapes[program.source] = launch_shape(program.kernel)
         args = [*(np.uint64(b.address) for b in buffers), *(np.int64(v) for v in values)]
-        if group_loop(program.kernel) is not None:  # GROUP: a block of GROUP threads per output
-            self._launch(program.fn, output_size(program.kernel), args, per_block=1, threads=GROUP)
-        else:
-            self._launch(program.fn, output_size(program.kernel), args)
+        self._launch(program.fn, shape.outputs, args, shape.per_block, shape.threads)
 
     def _launch(self, fn, n: int, args: list, per_block: int = THREADS, threads: int = THREADS) -> None:
         """n outputs, `per_block` of them a block (the grid-stride loop takes the rest)."""

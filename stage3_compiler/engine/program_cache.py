@@ -21,6 +21,7 @@ import os
 import pickle
 import tempfile
 from pathlib import Path
+from typing import NamedTuple
 
 from ..codegen.program import Program
 from ..codegen.uops import Kernel
@@ -56,32 +57,40 @@ def code_version() -> str:
     return h.hexdigest()
 
 
-def entry_key(key: tuple, renderer) -> tuple[str, bytes]:
-    """The entry's file name and the pickled identity it must hold."""
+class DiskKey(NamedTuple):
+    name: str  # the entry's file name
+    identity: bytes  # the pickled identity the entry must hold
+
+
+class Lowering(NamedTuple):
+    kernel: Kernel
+    source: str
+    slots: list[int]  # Program.slots
+
+
+def disk_key(key: tuple, renderer) -> DiskKey:
     identity = _dumps((key, type(renderer).__name__, vars(renderer)))
     name = hashlib.sha256(identity + machine_key().encode() + code_version().encode()).hexdigest()[:32]
-    return name, identity
+    return DiskKey(name, identity)
 
 
-def _path(name: str) -> Path:
-    return cache_dir() / "lowered" / f"{name}.pkl"
+def _path(key: DiskKey) -> Path:
+    return cache_dir() / "lowered" / f"{key.name}.pkl"
 
 
-def load(key: tuple, renderer) -> tuple[Kernel, str, list[int]] | None:
-    """(kernel, source, slots) of a kernel lowered before, or None."""
-    name, identity = entry_key(key, renderer)
+def load(key: DiskKey) -> Lowering | None:
+    """The kernel lowered before under this key, or None."""
     try:
-        blob = _path(name).read_bytes()
+        blob = _path(key).read_bytes()
     except FileNotFoundError:
         return None
-    stored_identity, kernel, source, slots = pickle.loads(blob)
-    return (kernel, source, slots) if stored_identity == identity else None
+    identity, *found = pickle.loads(blob)
+    return Lowering(*found) if identity == key.identity else None
 
 
-def store(key: tuple, renderer, program: Program) -> None:
-    name, identity = entry_key(key, renderer)
-    path = _path(name)
+def store(key: DiskKey, program: Program) -> None:
+    path = _path(key)
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as tmp:  # renamed into place: whole or absent
-        tmp.write(_dumps((identity, program.kernel, program.source, program.slots)))
+        tmp.write(_dumps((key.identity, program.kernel, program.source, program.slots)))
     os.replace(tmp.name, path)

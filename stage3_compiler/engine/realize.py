@@ -63,7 +63,8 @@ class Lowered:
     kernel: Kernel
     source: str
     runtime: object
-    slots: list[int] | None = None  # known when it came from the disk (program_cache.py)
+    disk: program_cache.DiskKey | None  # where it is kept lowered on disk (None under BEAM)
+    slots: list[int] | None = None  # known when it came from the disk
 
 
 def make_program(kernel: Kernel, source: str, fn, inputs: list[LazyBuffer]) -> Program:
@@ -94,12 +95,13 @@ def prepare(jobs: list[Job], stored: set[int]) -> None:
         opts = search.cached_opts(job.item, stored, runtime) if beam_width() else None
         if beam_width() and opts is None:
             continue
-        found = None if beam_width() else program_cache.load(job.key, runtime.renderer)
+        disk = None if beam_width() else program_cache.disk_key(job.key, runtime.renderer)
+        found = None if disk is None else program_cache.load(disk)
         if found is not None:
-            todo[job.key] = Lowered(job, *found[:2], runtime, found[2])
+            todo[job.key] = Lowered(job, found.kernel, found.source, runtime, disk, found.slots)
             continue
         kernel = lower(job.item, stored, runtime.renderer, opts)
-        todo[job.key] = Lowered(job, kernel, runtime.renderer.render(kernel), runtime)
+        todo[job.key] = Lowered(job, kernel, runtime.renderer.render(kernel), runtime, disk)
     by_runtime: dict[int, list[Lowered]] = {}
     for entry in todo.values():
         by_runtime.setdefault(id(entry.runtime), []).append(entry)
@@ -114,8 +116,8 @@ def prepare(jobs: list[Job], stored: set[int]) -> None:
                 PROGRAMS[e.job.key] = Program(e.kernel, e.source, fn, e.slots)
                 continue
             program = PROGRAMS[e.job.key] = make_program(e.kernel, e.source, fn, e.job.inputs)
-            if not beam_width():
-                program_cache.store(e.job.key, e.runtime.renderer, program)
+            if e.disk is not None:
+                program_cache.store(e.disk, program)
 
 
 def search_program(job: Job, stored: set[int], runtime) -> Program:
