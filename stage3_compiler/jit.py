@@ -117,7 +117,7 @@ class TinyJit:
         left pending (BatchNorm's running statistics, which nothing else reads): a replay runs them all."""
         cap = capture.start()
         try:
-            ret = self.fn(*args, **kwargs)
+            ret = own_symbolic_views(self.fn(*args, **kwargs))
             outs = flatten_outputs(ret, getattr(self.fn, "__name__", "the function"))
             pending = [Tensor._make(node) for node in (r() for r in cap.assigns)
                        if node is not None and node.buffer is None and node.target is not None]
@@ -162,24 +162,38 @@ def whole(t) -> bool:
     return t.lazydata.base.buffer is not None and t.lazydata.st.contiguous
 
 
-def swap_inputs(x):
-    """The call's arguments with each tensor made whole: an unrealized one is realized (in place, which
-    changes nothing its caller sees), a strided view or a constant is copied into a buffer of its own and
-    the copy is passed instead (so an assign to it inside the call does not reach the viewed tensor).
-    Lists, tuples and dicts are opened; a container is rebuilt only when something in it changed."""
+def map_tensors(x, fn):
+    """x with fn applied to every tensor in it: lists, tuples (named ones too) and dicts are opened, and a
+    container is rebuilt only when something in it changed."""
     if isinstance(x, Tensor):
-        if not whole(x):
-            x.realize()
-        return x if whole(x) else x.contiguous().realize()
+        return fn(x)
     if isinstance(x, (list, tuple)):
-        items = [swap_inputs(v) for v in x]
+        items = [map_tensors(v, fn) for v in x]
         if all(a is b for a, b in zip(items, x, strict=True)):
             return x
         return type(x)(*items) if hasattr(x, "_fields") else type(x)(items)
     if isinstance(x, dict):
-        items = {k: swap_inputs(v) for k, v in x.items()}
+        items = {k: map_tensors(v, fn) for k, v in x.items()}
         return x if all(items[k] is v for k, v in x.items()) else type(x)(items)
     return x
+
+
+def swap_inputs(x):
+    """The call's arguments with each tensor made whole: an unrealized one is realized (in place, which
+    changes nothing its caller sees), a strided view or a constant is copied into a buffer of its own and
+    the copy is passed instead (so an assign to it inside the call does not reach the viewed tensor)."""
+    def make_whole(t: Tensor) -> Tensor:
+        if not whole(t):
+            t.realize()
+        return t if whole(t) else t.contiguous().realize()
+    return map_tensors(x, make_whole)
+
+
+def own_symbolic_views(x):
+    """The return value with each tensor that views its buffer through a Variable (x[:, n-1] of an
+    input, n bound) copied into a buffer of its own: a kernel that takes n, where a returned view
+    would keep the capture's offset."""
+    return map_tensors(x, lambda t: t.contiguous() if not t.lazydata.is_base and t.lazydata.st.variables else t)
 
 
 def find_holders(plan: Plan) -> list[tuple[int, list, str]]:

@@ -254,7 +254,7 @@ class MovementMixin(TensorCore):
             if isinstance(item, (bool, np.bool_)):
                 raise TypeError("getitem: boolean indices are not supported; use where()")
             if isinstance(item, Node) or (isinstance(item, slice) and any(isinstance(b, Node) for b in
-                                                                          (item.start, item.stop, item.step))):
+                                                                          (item.start, item.stop, item.step, n))):
                 x, dim = x._symbolic_index(dim, item), dim + isinstance(item, slice)
                 continue
             if isinstance(item, (int, np.integer)) and not has_array:
@@ -280,6 +280,8 @@ class MovementMixin(TensorCore):
         bounds counted from the start (a negative end would move the elements with the value)."""
         n = self.shape[dim]
         if isinstance(item, slice):
+            if item == slice(None):  # the whole of a symbolic dim
+                return self
             if item.step not in (None, 1):
                 raise ValueError(f"getitem: a slice with a symbolic bound takes step 1, got {item.step}")
             start, stop = (0 if item.start is None else item.start), (n if item.stop is None else item.stop)

@@ -6,6 +6,7 @@ Strides are in elements. Nothing here touches memory.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 
 from .graph.symbolic import Node
@@ -110,9 +111,15 @@ def _resolve_symbolic(op: str, old: Shape, new: Shape) -> Shape:
             raise ValueError(f"{op}: cannot infer the -1 of {new} from symbolic shape {old}")
         fill = missing[0] if missing else concrete_old // concrete_new
         new = tuple(fill if n == -1 else n for n in new)
-    if prod(new) != prod(old):
+    if _size_parts(new) != _size_parts(old):
         raise ValueError(f"{op}: cannot reshape {old} into {new}: the element counts differ")
     return new
+
+
+def _size_parts(shape: Shape) -> tuple[int, Counter]:
+    """A symbolic shape's element count as (product of the concrete dims, the symbolic dims as a multiset):
+    a (t, t) attention matrix has t*t elements, a product our linear index nodes do not build."""
+    return prod(n for n in shape if not isinstance(n, Node)), Counter(n for n in shape if isinstance(n, Node))
 
 
 def reshape_strides(shape: Shape, strides: Shape, new: Shape) -> Shape | None:

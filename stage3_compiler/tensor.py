@@ -28,7 +28,7 @@ from .engine.realize import realize
 from .functional import FunctionalMixin
 from .graph.lazy import LazyBuffer
 from .graph.shapetracker import is_symbolic
-from .graph.symbolic import variables
+from .graph.symbolic import Node, SymbolicError, layout, variables
 from .movement import MovementMixin
 from .ops import Ops
 from .reduce import ReduceMixin
@@ -204,6 +204,8 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
             start, stop = 0, start
         if step == 0:
             raise ValueError("arange: step must not be zero")
+        if isinstance(stop, Node):  # arange(t) for a bound Variable t: the iota of its maximum, shrunk to t
+            return Tensor._symbolic_arange(start, stop, step, dtype, device)._tag(**kwargs)
         n = max(0, math.ceil((stop - start) / step))
         if dtype is None:
             is_int = all(isinstance(v, int) for v in (start, stop, step))
@@ -215,6 +217,20 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
         out = out if step == 1 else out * step  # no `* 1` or `+ 0` in the graph: a cheap arange is fused
         out = out if start == 0 else out + start  # where it is read (a causal mask's comparison)
         return out.cast(dtype)._tag(**kwargs)
+
+    @staticmethod
+    def _symbolic_arange(start, stop: Node, step, dtype, device) -> Tensor:
+        if not (isinstance(start, int) and step == 1) or isinstance(dtype, DType) and dtype.is_float:
+            raise SymbolicError(f"arange: a symbolic stop ({stop!r}) takes an int start, step 1 and an int dtype; "
+                                f"got start {start!r}, step {step!r}, dtype {dtype}")
+        if stop.min < start:
+            raise SymbolicError(f"arange: a symbolic stop must be >= start {start} over its whole range, "
+                                f"got {stop!r}")
+        n = stop - start
+        whole = Tensor._iota(layout(n), canonical("arange", device))
+        out = whole.shrink(((0, n),))
+        out = out if start == 0 else out + start
+        return out.cast(to_dtype(dtype or dtypes.default_int, "arange"))
 
     @staticmethod
     def _iota(n: int, device: str) -> Tensor:
@@ -318,10 +334,19 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
         return record(Tensor._make(self.lazydata.copy()), Ops.CONTIGUOUS, (self,))
 
     def numpy(self) -> np.ndarray:
-        x = self.bound().contiguous().realize()
+        sizes = self.bound().shape
+        x = self.contiguous().realize()
         if capture.CAPTURING:  # a replay runs no Python: TinyJit refuses it
             capture.note_readback()
-        return x.lazydata.realized.to_numpy(0, x.numel(), x.dtype).reshape(x.shape)
+        lazy = x.lazydata
+        if is_symbolic(self.shape) and lazy.st.contiguous:
+            # laid out at the maximum sizes by a kernel that serves every value (graph/shapetracker.py):
+            # the bound values' corner of it is the tensor
+            whole = tuple(layout(n) for n in self.shape)
+            out = lazy.realized.to_numpy(0, prod(whole), x.dtype).reshape(whole)
+            return np.ascontiguousarray(out[tuple(slice(0, n) for n in sizes)])
+        x = x.bound().contiguous().realize()
+        return x.lazydata.realized.to_numpy(0, x.numel(), x.dtype).reshape(sizes)
 
     def bound(self) -> Tensor:
         """This tensor at the bound values of its symbolic sizes (graph/symbolic.Variable): a view of

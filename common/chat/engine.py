@@ -176,10 +176,10 @@ def greedy_uncached(model: Any, Tensor: type, tokens: list[int], max_tokens: int
     """Greedy decoding without a cache: the whole sequence runs again for every new token
     (nanochat's GPT.generate), the baseline the cache is measured against."""
     ids = list(tokens)
+    next_logits = model.whole_sequence(Tensor)  # on stage3 one jitted capture for every length
     with no_grad(Tensor):
         for _ in range(max_tokens):
-            logits = model(Tensor(np.asarray([ids], dtype=np.int64))).numpy()[0, -1]  # (V,)
-            ids.append(int(logits.argmax()))
+            ids.append(int(next_logits(ids).argmax()))
     return ids[len(tokens):]
 
 

@@ -210,6 +210,35 @@ class KVCache:
         return out
 
 
+class WholeSequence:
+    """Next-token logits by running the whole sequence again, no cache (nanochat's GPT.generate): the
+    baseline the KV cache is measured against. On a stage with symbolic sizes and a TinyJit the tokens
+    sit in a buffer of sequence_len and their count is a bound Variable ``length``, so every length
+    replays one capture: the same kernels, looping over ``length`` rows (and ``length`` x ``length``
+    attention scores) wherever a concrete forward would loop over T."""
+
+    def __init__(self, model: NanoChat, T: type):
+        self.model, self.T = model, T
+        jitted = model._jit is not None and model._variable is not None
+        self.step = model._jit(self._last_logits) if jitted else None
+
+    def __call__(self, ids: list[int]) -> np.ndarray:
+        """(V,) float32 logits of the token after ``ids`` (batch 1)."""
+        n, limit = len(ids), self.model.config.sequence_len
+        if not 1 <= n <= limit:
+            raise ValueError(f"WholeSequence: expected 1 to sequence_len={limit} tokens, got {n}")
+        if self.step is None:
+            return self.model(self.T(np.asarray([ids], dtype=np.int64))).numpy()[0, -1]
+        tokens = np.zeros((1, limit), dtype=np.int64)
+        tokens[0, :n] = ids
+        length = self.model._variable("length", 1, limit).bind(n)
+        return self.step(self.T(tokens), length).numpy()[0]
+
+    def _last_logits(self, tokens: Tensor, length: Any) -> Tensor:
+        """(1, V): the logits at row length-1 of a forward over tokens[:, :length]."""
+        return self.model(tokens[:, :length])[:, length - 1]
+
+
 def _repeat_kv(x: Tensor, groups: int) -> Tensor:
     """(B, Hkv, S, D) -> (B, Hkv*groups, S, D): query head h reads kv head h // groups (GQA)."""
     if groups == 1:
@@ -352,6 +381,9 @@ class NanoChat:
     def new_kv_cache(self, T: type, batch_size: int, max_len: int) -> KVCache:
         jitted = self._jit is not None and self._variable is not None  # a stage with symbolic sizes and a JIT
         return KVCache(T, self.config, batch_size, max_len, self._make_decode if jitted else None)
+
+    def whole_sequence(self, T: type) -> WholeSequence:
+        return WholeSequence(self, T)
 
     def param_groups(self) -> tuple[list[Tensor], list[Tensor], list[Tensor]]:
         """(block matrices, [embedding], [lm_head]): nanochat's three optimizer groups."""

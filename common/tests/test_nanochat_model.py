@@ -124,6 +124,24 @@ def test_kv_cache_equals_full_forward_stage3(stage3):
     cached_vs_full(stage3)
 
 
+def test_whole_sequence_one_capture_for_every_length(stage2, stage3):
+    """No cache: stage3 runs the sequence at a symbolic length under one TinyJit capture, so lengths
+    1 .. sequence_len give the concrete forward's last logits (stage2's) and compile nothing new."""
+    compiler = stage3.cpu.compiler  # counts the C compiler's runs
+    ids = np.random.default_rng(4).integers(0, CFG.vocab_size, CFG.sequence_len).tolist()
+    eager, symbolic = build(stage2).whole_sequence(stage2.Tensor), build(stage3).whole_sequence(stage3.Tensor)
+    runs = None
+    for n in (2, 3, 1, CFG.sequence_len, 7):  # eager, capture, then replays at both ends and between
+        with no_grad(stage3.Tensor):
+            got = symbolic(ids[:n])
+        want = eager(ids[:n])
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+        runs = compiler.RUNS[0] if n == 1 else runs
+    assert symbolic.step.plan is not None and compiler.RUNS[0] == runs
+    with pytest.raises(ValueError, match="expected 1 to sequence_len=16 tokens, got 17"):
+        symbolic(ids + [0])
+
+
 def test_kv_cache_padded_chunk(stage2):
     """A chunk of 4 with 2 real tokens stores 2, and the next tokens continue from there."""
     T = stage2.Tensor

@@ -12,7 +12,7 @@ the device's name.
 from __future__ import annotations
 
 from ..graph.lazy import LazyBuffer, numel
-from ..graph.symbolic import layout
+from ..graph.symbolic import Node, layout
 from ..ops import IR_ELEMENTWISE, Ops
 from .item import ScheduleItem
 from .opts import Opt, OptOps, apply_opts, outer_loop, reduce_axes
@@ -51,7 +51,7 @@ def upcast_axes(item: ScheduleItem, renderer: Renderer, stored: set[int] | None 
     if tile:
         return tile
     first = next(((axis, u) for u in UPCASTS for axis in reversed(range(len(shape)))
-                  if shape[axis] >= u and shape[axis] % u == 0), None)
+                  if not isinstance(shape[axis], Node) and shape[axis] >= u and shape[axis] % u == 0), None)
     return dict([first]) if first else {}
 
 
@@ -65,10 +65,9 @@ def matmul_tile(item: ScheduleItem, renderer: Renderer, stored: set[int] | None 
     where it has 16 (AVX2), 4 x 8 on a GPU (registers per thread). {} when it is not a matmul, or
     when neither operand is contiguous along an output axis (the scheduler copies a weight read
     transposed so that one is: layouts.copy_transposed). Measured on a Zen 4 core, 768 x 512 x 128:
-    the old 4 x 8 tile 44 GFLOP/s, 8 x 16 101; a weight read along K (x @ w.T) 37. None for a kernel
-    whose loops run to a symbolic size: it takes no options (opts.apply_opts), so no packed operands."""
-    if item.symbolic:
-        return {}
+    the old 4 x 8 tile 44 GFLOP/s, 8 x 16 101; a weight read along K (x @ w.T) 37. A symbolic axis
+    takes no lanes (its length is known at launch): a matmul over a symbolic number of rows (a whole
+    sequence of symbolic length) gets a tile of one row and rows x cols columns."""
     r = item.reduce
     src, shape = r.srcs[0], r.shape
     if not src.is_base or src.op is not Ops.MUL:
@@ -85,13 +84,17 @@ def matmul_tile(item: ScheduleItem, renderer: Renderer, stored: set[int] | None 
         tile = {root_axis(item, n): cols, root_axis(item, m): rows}
         if None in tile:
             continue
-        if stored is not None and renderer.narrow_tiles and computed(a, stored) and shape[n] <= 32:
+        if stored is not None and renderer.narrow_tiles and computed(a, stored) and fixed(shape[n], 32):
             # a is computed in the loop (engine/schedule.narrow_matmul_operand: attention's probabilities), once
             # per pass: all n columns in one pass compute each value once, one row a pass keeps the
             # accumulators in registers. One Zen 3 core, 12x4 heads of 64x64 @ 64x32: 4x16 5.2 ms, 1x32 2.9.
             return {root_axis(item, n): shape[n]} if shape[n] > 1 else {}
         sizes = item.root.shape
-        tile = {d: next((u for u in (t, *UPCASTS) if u <= t and sizes[d] % u == 0), 1) for d, t in tile.items()}
+        m_axis = root_axis(item, m)
+        if isinstance(sizes[m_axis], Node):
+            tile = {root_axis(item, n): rows * cols}
+        tile = {d: next((u for u in (t, *UPCASTS) if u <= t and fixed(sizes[d]) and sizes[d] % u == 0), 1)
+                for d, t in tile.items()}
         if all(u > 1 for u in tile.values()):
             return tile
     return {}
@@ -107,7 +110,12 @@ def root_axis(item: ScheduleItem, axis: int) -> int | None:
     """The axis of the kernel's root along which the reduction's output axis runs: the one with the
     same stride in its contiguous layout (the root is the reduction, or a same-order reshape of it)."""
     stride, shape = strides_of(item.reduce.shape)[axis], item.root.shape
-    return next((d for d, s in enumerate(strides_of(shape)) if s == stride and shape[d] > 1), None)
+    return next((d for d, s in enumerate(strides_of(shape)) if s == stride and layout(shape[d]) > 1), None)
+
+
+def fixed(size: int | Node, most: int | None = None) -> bool:
+    """Is the size concrete (and at most `most`)? Options take only axes of concrete size."""
+    return not isinstance(size, Node) and (most is None or size <= most)
 
 
 def contiguous_along(v: LazyBuffer, axis: int) -> bool:
@@ -127,9 +135,7 @@ def heuristic_opts(item: ScheduleItem, renderer: Renderer, threads: int,
     loaded from memory from one computed in the loop), SPLIT for a row reduction (split_axis), a
     cache block for a matmul whose B panel would not stay in cache, and THREAD for a kernel with
     enough work to pay for waking the other threads. A kernel whose loops run to a symbolic size
-    gets none (its sizes are not known until the launch)."""
-    if item.symbolic:
-        return ()
+    takes them on its concrete axes only (opts.apply_opts)."""
     split = split_axis(item) if renderer.split_reductions and item.reduce is not None \
         and not matmul_tile(item, renderer) else None
     if split is not None:  # a row reduction over memory side by side: 8 partials a vector (see SPLIT)
@@ -167,7 +173,8 @@ def split_axis(item: ScheduleItem) -> int | None:
     pass (UPCAST), 44 us split; softmax's sum of exps 3.3 ms, 0.8 ms; a mean 36, 19 us. (UPCAST and
     SPLIT together lose the loop vectorizer, which the upcast lanes turn off.)"""
     axes = reduce_axes(item)
-    if not axes or item.reduce.srcs[0].shape[axes[-1]] % SPLIT_PARTS or item.reduce.srcs[0].shape[axes[-1]] < 16:
+    n = item.reduce.srcs[0].shape[axes[-1]] if axes else 0
+    if not axes or not fixed(n) or n % SPLIT_PARTS or n < 16:
         return None
     return axes[-1] if all(reads_along(r.srcs[0], axes[-1]) for r in item.reduces) else None
 

@@ -21,6 +21,8 @@ values sit in registers, which loop runs on which thread, and what stays in cach
   every row uses it. On a GPU, LOCAL plays this part with shared memory.
 - THREAD(0, n): the outermost output loop is split across n threads (OpenMP), n being the stage's
   thread setting (threads.py) when the heuristics or BEAM pick it.
+- On a kernel whose loops run to a symbolic size (graph/symbolic.Variable), UPCAST, BLOCK, UNROLL
+  and SPLIT take only axes of concrete size; THREAD slices a symbolic outer loop at launch.
 - LOCAL and GROUP (GPU block tiles in shared memory, split reductions) are named here but are not
   options: the CUDA renderer applies GROUP by a rule of its own (cuda/renderer.group_loop), and LOCAL
   is not built.
@@ -37,6 +39,7 @@ import math
 from dataclasses import dataclass, field
 from enum import Enum, auto
 
+from ..graph.symbolic import Node, layout
 from .item import ScheduleItem
 from .renderer import Renderer
 
@@ -103,8 +106,6 @@ def apply_opts(item: ScheduleItem, opts: tuple[Opt, ...] | list[Opt], renderer: 
     shape = item.root.shape
     where = f"kernel of shape {shape}"
     target = type(renderer).__name__
-    if opts and item.symbolic:
-        raise OptError(f"{opts[0]}: options on a kernel whose loops run to a symbolic size are not built ({where})")
     for opt in opts:
         if opt.op in (OptOps.LOCAL, OptOps.GROUP):
             raise OptError(f"{opt}: LOCAL and GROUP (GPU shared-memory tiles, split reductions) are not built")
@@ -132,12 +133,16 @@ def apply_opts(item: ScheduleItem, opts: tuple[Opt, ...] | list[Opt], renderer: 
                     raise OptError(f"{opt}: axis {opt.axis} is split already ({where})")
                 plan.split[opt.axis] = opt.amount
             terms = plan.unroll.get(opt.axis, 1) * plan.split.get(opt.axis, 1)
+            if isinstance(src[opt.axis], Node):
+                raise OptError(f"{opt}: the reduce axis {opt.axis} of {src} has a symbolic size ({where})")
             if src[opt.axis] % terms:
                 raise OptError(f"{opt}: {terms} terms a pass do not divide the reduce axis of {src[opt.axis]} "
                                f"({where})")
         else:
             if not 0 <= opt.axis < len(shape):
                 raise OptError(f"{opt}: axis {opt.axis} is outside the output's {len(shape)} axes ({where})")
+            if isinstance(shape[opt.axis], Node):  # lanes and blocks of a loop whose length the launch tells
+                raise OptError(f"{opt}: axis {opt.axis} of {shape} has a symbolic size ({where})")
             if opt.op is OptOps.UPCAST:
                 lanes = plan.upcast.get(opt.axis, 1) * opt.amount
                 if shape[opt.axis] % lanes or math.prod(plan.upcast.values()) * opt.amount > MAX_LANES:
@@ -163,10 +168,11 @@ def apply_opts(item: ScheduleItem, opts: tuple[Opt, ...] | list[Opt], renderer: 
     return plan
 
 
-def outer_loop(plan: LoopPlan, sizes: list[int]) -> int:
+def outer_loop(plan: LoopPlan, sizes: list[int | Node]) -> int:
     """Passes of the outermost loop (the one THREAD slices): the first blocked axis's blocks, else
-    the first axis with more than one pass."""
+    the first axis with more than one pass (a symbolic one counted at its maximum: a launch with
+    fewer passes than threads leaves a thread idle)."""
     if plan.block:
         d = min(plan.block)
         return sizes[d] // plan.block[d]
-    return next((n for n in sizes if n > 1), 1)
+    return next((layout(n) for n in sizes if isinstance(n, Node) or n > 1), 1)

@@ -251,8 +251,8 @@ class CRenderer(Renderer):
         """A loop's start, end and step as C (the CUDA renderer shares GROUP's loop across threads)."""
         start, end = "0", render(loop.extent) if isinstance(loop.extent, Node) else str(loop.extent)
         if src.loops == 0 and src.kernel.threads > 1:  # THREAD: this part's slice of the outermost loop
-            threads = src.kernel.threads
-            start, end = f"part*{loop.extent}/{threads}", f"(part+1)*{loop.extent}/{threads}"
+            threads, n = src.kernel.threads, end if not isinstance(loop.extent, Node) else f"({end})"
+            start, end = f"part*{n}/{threads}", f"(part+1)*{n}/{threads}"
         return start, end, f"{loop.var}++"
 
     def render_range(self, src: Source, u: UOp) -> None:

@@ -330,11 +330,11 @@ class ShapeTracker:
 
     def reshape(self, new_shape: Shape) -> ShapeTracker:
         new_shape = tuple(s if isinstance(s, Node) else int(s) for s in new_shape)
-        if any(s < 0 for s in new_shape) or math.prod(new_shape) != math.prod(self.shape):
+        if is_symbolic(new_shape) or is_symbolic(self.shape):  # products of symbolic dims are not nodes
+            check_symbolic_reshape(self.shape, new_shape)
+        elif any(s < 0 for s in new_shape) or math.prod(new_shape) != math.prod(self.shape):
             raise ValueError(f"reshape: cannot reshape {self.shape} to {new_shape}: "
                              f"expected non-negative sizes with product {math.prod(self.shape)}")
-        if is_symbolic(new_shape) or is_symbolic(self.shape):
-            check_symbolic_reshape(self.shape, new_shape)
         view = self.views[-1].reshape(new_shape)
         if view is not None:
             return self._top(view)

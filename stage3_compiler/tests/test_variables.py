@@ -114,6 +114,44 @@ def test_one_program_and_no_compiler_run_for_new_values():
     assert len(realize.PROGRAMS) == programs and compiler.RUNS[0] == runs
 
 
+def test_symbolic_arange_and_a_causal_square():
+    """A sequence of symbolic length t: arange(t), a (t, t) causal mask and t x t attention scores
+    (two symbolic factors in one shape), at both ends of the range, one program set for all."""
+    x = Tensor(RNG.standard_normal((1, 2, 12, 8)).astype(np.float32))
+    t = Variable("t", 1, 12)
+    counts = []
+    for n in (1, 12, 5):
+        v = t.bind(n)
+        np.testing.assert_array_equal(Tensor.arange(v).numpy(), np.arange(n))
+        np.testing.assert_array_equal(Tensor.arange(2, v + 2).numpy(), np.arange(2, n + 2))
+        q = x[:, :, :v]
+        assert q.reshape(1, 2, v, 2, 4).reshape(2, v, 8).shape == (2, v, 8)  # (t, t) products and reshapes
+        y = q.scaled_dot_product_attention(q, q, is_causal=True).numpy()
+        xs = x.numpy()[:, :, :n]
+        s = xs @ xs.transpose(0, 1, 3, 2) / np.sqrt(8) + np.triu(np.full((n, n), -np.inf), 1)
+        e = np.exp(s - s.max(-1, keepdims=True))
+        np.testing.assert_allclose(y, (e / e.sum(-1, keepdims=True)) @ xs, rtol=1e-5, atol=1e-6)
+        counts.append(len(realize.PROGRAMS))
+    assert counts[1] == counts[2]
+    with pytest.raises(SymbolicError, match="arange: a symbolic stop .* takes an int start, step 1"):
+        Tensor.arange(0, t.bind(3), 2)
+    with pytest.raises(ValueError, match="cannot reshape .* the element counts differ"):
+        x[:, :, :t.bind(3)].reshape(2, t.bind(3), t.bind(3), 8)
+
+
+def test_a_symbolic_matmul_is_tiled_on_its_concrete_axis():
+    """A matmul over a symbolic number of rows gets lanes along its columns (heuristics.matmul_tile) and
+    threads over its rows, and the same values at every length."""
+    a = Tensor(RNG.standard_normal((40, 32)).astype(np.float32))
+    w = Tensor(RNG.standard_normal((32, 64)).astype(np.float32))
+    t = Variable("t", 1, 40)
+    (item,) = create_schedule([(a[:t.bind(3)] @ w).lazydata])
+    kernel = lower(item, {id(item.root)}, CRenderer())
+    assert kernel.upcast > 1, kernel.name
+    for n in (1, 40, 17):
+        np.testing.assert_allclose((a[:t.bind(n)] @ w).numpy(), a.numpy()[:n] @ w.numpy(), rtol=1e-5, atol=1e-5)
+
+
 def test_the_kernel_takes_the_variable_as_an_argument():
     n = Variable("n", 1, 16).bind(3)
     x = Tensor(RNG.standard_normal((16, 4)).astype(np.float32)).realize()
@@ -145,9 +183,13 @@ def test_unbound_and_unprovable_uses_raise_clear_errors():
     with pytest.raises(ValueError, match="do not prove them inside a dim of size 8"):
         x[:, :Variable("n", 1, 9).bind(2)]
     n = Variable("n", 1, 8).bind(2)
-    with pytest.raises(OptError, match="symbolic size"):
-        (item,) = create_schedule([x[:, :n].sum(1).lazydata])
-        apply_opts(item, (Opt(OptOps.UPCAST, 0, 2),), CRenderer())
+    (item,) = create_schedule([(x[:, :n] * 2).lazydata])
+    with pytest.raises(OptError, match="axis 1 of .* has a symbolic size"):
+        apply_opts(item, (Opt(OptOps.UPCAST, 1, 2),), CRenderer())
+    (item,) = create_schedule([x[:, :n].sum(1).lazydata])
+    with pytest.raises(OptError, match="reduce axis 1 .* has a symbolic size"):
+        apply_opts(item, (Opt(OptOps.UNROLL, 1, 2),), CRenderer())
+    assert apply_opts(item, (Opt(OptOps.UPCAST, 0, 2),), CRenderer()).upcast == {0: 2}  # a concrete axis takes lanes
     with pytest.raises(ValueError, match="getitem: a slice with a symbolic bound takes step 1"):
         x[:, :n:2]
 
@@ -194,6 +236,21 @@ def test_tinyjit_refuses_a_variable_it_cannot_replay():
         symbolic_out(Tensor(np.ones(4, np.float32)), hidden.bind(2))
     with pytest.raises(JitError, match="not bound"):
         symbolic_out(Tensor(np.ones(4, np.float32)), hidden)
+
+
+def test_tinyjit_returns_a_view_at_a_variable_offset():
+    """x[:, n-1] of an input is a view whose offset is the variable: the capture copies it out in a
+    kernel that takes n, so a replay reads the call's row, not the capture's."""
+    n = Variable("n", 1, 10)
+
+    @TinyJit
+    def last(x, n):
+        return x[:, :n][:, n - 1]
+
+    for k in (1, 2, 3, 10, 4):
+        x = RNG.standard_normal((2, 10)).astype(np.float32)
+        np.testing.assert_array_equal(last(Tensor(x), n.bind(k)).numpy(), x[:, k - 1])
+    assert last.plan is not None
 
 
 def test_constant_nodes_become_ints():
