@@ -31,11 +31,14 @@ LIBM = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SQRT: "sqrt", Ops.SIN: "sin"}
 # in [-0.5, 0.5]; 2**f by its Taylor series to degree 7 (truncation error below 1e-8), in float: in
 # double, each vector of 8 floats was two of 4 doubles and their conversions, and an exp kernel
 # took 3.6 ns an element on a Zen 3 core, 1.9 in float; 2**n as two power-of-two factors, so the
-# subnormal results round once and 2**128 overflows to inf as it should.
+# subnormal results round once and 2**128 overflows to inf as it should. Below -151 the answer is 0
+# (under half the smallest subnormal): such a lane (a masked softmax entry, exp(-inf)) computes from
+# c = 0 and is replaced, because the subnormal arithmetic it would do takes a microcode assist an
+# op: a causal softmax's sum of exps (half its entries masked) ran in 0.81 ms, now 0.45 (Zen 5 core).
 EXP2F = r"""#ifndef SITP_EXP2F
 #define SITP_EXP2F
 static inline __attribute__((always_inline)) float sitp_exp2f(float x) {
-  float c = x != x ? 0.0f : x < -151.0f ? -151.0f : x > 129.0f ? 129.0f : x;
+  float c = x > -151.0f ? (x > 129.0f ? 129.0f : x) : 0.0f;  /* NaN too: 0 */
   float n = (c + 0x1.8p23f) - 0x1.8p23f;
   float f = c - n;
   float p = 1.0f + f * (0x1.62e430p-1f + f * (0x1.ebfbe0p-3f + f * (0x1.c6b08ep-5f +
@@ -43,7 +46,7 @@ static inline __attribute__((always_inline)) float sitp_exp2f(float x) {
   int ni = (int)n, n1 = ni >> 1, n2 = ni - n1;
   union { unsigned int u; float f; } s1 = {(unsigned int)(n1 + 127) << 23}, s2 = {(unsigned int)(n2 + 127) << 23};
   float r = (p * s1.f) * s2.f;
-  return x != x ? x : r;
+  return x > -151.0f ? r : x != x ? x : 0.0f;
 }
 #endif"""
 
