@@ -220,9 +220,9 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
 
     @staticmethod
     def _symbolic_arange(start, stop: Node, step, dtype, device) -> Tensor:
-        if not (isinstance(start, int) and step == 1) or isinstance(dtype, DType) and dtype.is_float:
-            raise SymbolicError(f"arange: a symbolic stop ({stop!r}) takes an int start, step 1 and an int dtype; "
-                                f"got start {start!r}, step {step!r}, dtype {dtype}")
+        if not (isinstance(start, int) and step == 1):
+            raise SymbolicError(f"arange: a symbolic stop ({stop!r}) takes an int start and step 1; "
+                                f"got start {start!r}, step {step!r}")
         if stop.min < start:
             raise SymbolicError(f"arange: a symbolic stop must be >= start {start} over its whole range, "
                                 f"got {stop!r}")
@@ -334,19 +334,15 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
         return record(Tensor._make(self.lazydata.copy()), Ops.CONTIGUOUS, (self,))
 
     def numpy(self) -> np.ndarray:
-        sizes = self.bound().shape
+        sizes = self.bound().shape  # (raises for an unbound Variable)
         x = self.contiguous().realize()
         if capture.CAPTURING:  # a replay runs no Python: TinyJit refuses it
             capture.note_readback()
-        lazy = x.lazydata
-        if is_symbolic(self.shape) and lazy.st.contiguous:
-            # laid out at the maximum sizes by a kernel that serves every value (graph/shapetracker.py):
-            # the bound values' corner of it is the tensor
-            whole = tuple(layout(n) for n in self.shape)
-            out = lazy.realized.to_numpy(0, prod(whole), x.dtype).reshape(whole)
-            return np.ascontiguousarray(out[tuple(slice(0, n) for n in sizes)])
-        x = x.bound().contiguous().realize()
-        return x.lazydata.realized.to_numpy(0, x.numel(), x.dtype).reshape(sizes)
+        # a symbolic tensor is laid out at its maximum sizes by a kernel that serves every value
+        # (graph/shapetracker.py): the bound values' corner of that buffer is the tensor
+        whole = tuple(layout(n) for n in self.shape)
+        out = x.lazydata.realized.to_numpy(0, prod(whole), x.dtype).reshape(whole)
+        return out if whole == sizes else np.ascontiguousarray(out[tuple(slice(0, n) for n in sizes)])
 
     def bound(self) -> Tensor:
         """This tensor at the bound values of its symbolic sizes (graph/symbolic.Variable): a view of

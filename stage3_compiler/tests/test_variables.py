@@ -124,6 +124,7 @@ def test_symbolic_arange_and_a_causal_square():
         v = t.bind(n)
         np.testing.assert_array_equal(Tensor.arange(v).numpy(), np.arange(n))
         np.testing.assert_array_equal(Tensor.arange(2, v + 2).numpy(), np.arange(2, n + 2))
+        np.testing.assert_array_equal(Tensor.arange(v, dtype="float32").numpy(), np.arange(n, dtype=np.float32))
         q = x[:, :, :v]
         assert q.reshape(1, 2, v, 2, 4).reshape(2, v, 8).shape == (2, v, 8)  # (t, t) products and reshapes
         y = q.scaled_dot_product_attention(q, q, is_causal=True).numpy()
@@ -133,7 +134,7 @@ def test_symbolic_arange_and_a_causal_square():
         np.testing.assert_allclose(y, (e / e.sum(-1, keepdims=True)) @ xs, rtol=1e-5, atol=1e-6)
         counts.append(len(realize.PROGRAMS))
     assert counts[1] == counts[2]
-    with pytest.raises(SymbolicError, match="arange: a symbolic stop .* takes an int start, step 1"):
+    with pytest.raises(SymbolicError, match="arange: a symbolic stop .* takes an int start and step 1"):
         Tensor.arange(0, t.bind(3), 2)
     with pytest.raises(ValueError, match="cannot reshape .* the element counts differ"):
         x[:, :, :t.bind(3)].reshape(2, t.bind(3), t.bind(3), 8)
