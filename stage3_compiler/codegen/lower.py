@@ -26,6 +26,7 @@ from .item import ScheduleItem
 from .opts import Opt, apply_opts
 from .renderer import Renderer
 from .uops import Kernel, Loop, LoopKind, UOp, UOps
+from .vectorize import vectorize
 
 IDENTITY = {Ops.REDUCE_ADD: 0, Ops.REDUCE_MUL: 1}
 
@@ -266,7 +267,10 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
     name += f"_O{len(item.outputs)}" if item.also else ""  # several outputs (engine/schedule.merge_outputs)
     if item.reduce is not None and 0 in item.reduce.srcs[0].shape:
         name += "_empty"
-    return Kernel(name, root.shape, L.uops, L.buffers, L.alu_count // upcast, reduce_shape, upcast,
+    uops = L.uops
+    if renderer.vector_width and ups:  # the lanes as vectors (vectorize.py), the first upcast axis's side by side
+        uops = vectorize(uops, upcast, next(iter(ups.values())), renderer.vector_width)
+    return Kernel(name, root.shape, uops, L.buffers, L.alu_count // upcast, reduce_shape, upcast,
                   len(item.outputs), tuple(opts), plan.threads, kernel_variables(L.uops))
 
 

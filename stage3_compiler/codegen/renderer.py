@@ -17,6 +17,7 @@ class Renderer:
     packed_operands: bool = False  # matmul operands read from copies packed in panels (layouts.py)
     narrow_tiles: bool = False  # a matmul whose operand is computed in its loop takes one row a pass
     grid: bool = False  # the output indices come from a grid of threads (UOps.SPECIAL), not loops
+    vector_width: int = 0  # float32s in a vector value an upcast kernel's lanes are packed into (vectorize.py)
     local_memory: bool = False  # LOCAL and GROUP as options (GPU shared memory): named in opts.py, not built
 
     def render(self, kernel: Kernel) -> str:

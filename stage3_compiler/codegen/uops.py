@@ -34,6 +34,8 @@ class UOps(Enum):
     PART = auto()  # one partial of an ACCS; arg: its index Node
     UPDATE = auto()  # srcs: (accumulator, value); arg: the reduce op (Ops.REDUCE_*)
     STORE = auto()  # srcs: (GLOBAL, value); arg: the index Node
+    VEC = auto()  # a vector of lanes that each hold the scalar srcs[0] (codegen/vectorize.py)
+    GEP = auto()  # one lane of the vector srcs[0]; arg: the lane
 
 
 class LoopKind(Enum):
@@ -57,12 +59,14 @@ class UOp:
     srcs: tuple[UOp, ...] = ()
     arg: Any = None
     name: str = ""
+    lanes: int = 1  # > 1: a vector, that many values of dtype side by side (a LOAD or STORE: at consecutive indices)
 
     def __repr__(self) -> str:
         arg = self.arg[0] if self.op is UOps.LOAD else self.arg  # a LOAD's arg: (index, clamp bound or None)
         arg = render(arg) if isinstance(arg, Node) else arg.name if isinstance(arg, Ops) else arg
         srcs = ", ".join(s.name for s in self.srcs)
-        return f"{self.name:>6} = {self.op.name:<8} {self.dtype.name if self.dtype else '':<8} [{srcs}] {arg}"
+        dtype = (self.dtype.name + (f"x{self.lanes}" if self.lanes > 1 else "")) if self.dtype else ""
+        return f"{self.name:>6} = {self.op.name:<8} {dtype:<10} [{srcs}] {arg}"
 
 
 @dataclass(eq=False)

@@ -21,6 +21,7 @@ from ..ops import Ops
 
 CTYPES = {"bool": "unsigned char", "int32": "int", "int64": "long long", "float32": "float", "float64": "double"}
 UNSIGNED = {"int32": "unsigned int", "int64": "unsigned long long"}
+DTYPE_SIZE = {"float32": 4, "float64": 8}  # bytes an entry, of the dtypes vectors hold (codegen/vectorize.py)
 LIBM = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SQRT: "sqrt", Ops.SIN: "sin"}
 
 
@@ -73,14 +74,24 @@ class CRenderer(Renderer):
     gcc_pragmas = True  # the pragmas of `pragmas` (a GPU renderer keeps only the kernel itself)
     # capabilities (codegen/renderer.py): the CPU's
     threads = loop_blocks = split_reductions = packed_operands = narrow_tiles = True
+    vector_width = 16  # an upcast kernel's lanes as vectors of 16 floats (codegen/vectorize.py): one AVX-512
+    # register, two of AVX2 (gcc splits the type)
 
     def __init__(self, wide_vectors: bool = True):
         # a matmul's register tile: 8 rows of 16 floats where the CPU has 32 vector registers
         # (AVX-512), 4 with AVX2's 16 (cpu/compiler.wide_vector_registers)
         self.tile = (8 if wide_vectors else 4, 16)
 
-    def ctype(self, dtype: DType) -> str:
-        return CTYPES[dtype.name]
+    def ctype(self, dtype: DType, lanes: int = 1) -> str:
+        """The C type of a value; of a vector of `lanes` of them, its typedef (`vector_types`)."""
+        return CTYPES[dtype.name] if lanes == 1 else f"{CTYPES[dtype.name]}x{lanes}"
+
+    def vector_types(self, kernel: Kernel) -> list[str]:
+        """The typedefs of the vector types a kernel uses: gcc's vector extension, whose +, * and - act
+        lane by lane and compile to vector instructions (split into several where the CPU's are narrower)."""
+        used = sorted({(u.dtype.name, u.lanes) for u in kernel.uops if u.lanes > 1})
+        return [f"typedef {CTYPES[name]} {CTYPES[name]}x{n} __attribute__((vector_size({n * DTYPE_SIZE[name]})));"
+                for name, n in used]
 
     def const(self, value, dtype: DType) -> str:
         text = self._literal(value, dtype)
@@ -219,7 +230,7 @@ class CRenderer(Renderer):
         calls = {self.libm(u.arg, u.srcs[0].dtype): self.ctype(u.srcs[0].dtype)
                  for u in kernel.uops if u.op is UOps.ALU and u.arg in LIBM}
         protos = [f"{t} {name}({t});" for name, t in sorted(calls.items()) if name != self.exp2f]
-        return [*protos, *([EXP2F] if self.exp2f in calls else []),
+        return [*protos, *([EXP2F] if self.exp2f in calls else []), *self.vector_types(kernel),
                 *(["#pragma GCC push_options", *pragmas] if pragmas else [])]
 
     def render(self, kernel: Kernel) -> str:
@@ -281,7 +292,9 @@ class CRenderer(Renderer):
 
     def render_acc(self, src: Source, u: UOp) -> None:
         src.names[id(u)] = f"acc{len(src.names)}"
-        src.add(f"{self.ctype(u.dtype)} {src.names[id(u)]} = {self.const(u.arg, u.dtype)};")
+        init = self.const(u.arg, u.dtype)
+        init = init if u.lanes == 1 else "{" + ", ".join([init] * u.lanes) + "}"
+        src.add(f"{self.ctype(u.dtype, u.lanes)} {src.names[id(u)]} = {init};")
 
     def render_accs(self, src: Source, u: UOp) -> None:
         """SPLIT's partial accumulators: an array the partials' loop indexes."""
@@ -295,6 +308,10 @@ class CRenderer(Renderer):
 
     def render_load(self, src: Source, u: UOp) -> None:
         src.names[id(u)] = u.name
+        if u.lanes > 1:  # consecutive entries, at any alignment: memcpy is how C says an unaligned vector load
+            src.add(f"{self.ctype(u.dtype, u.lanes)} {u.name}; __builtin_memcpy(&{u.name}, "
+                    f"{src.names[id(u.srcs[0])]} + {self.load_index(u)}, sizeof({u.name}));")
+            return
         src.add(f"{self.ctype(u.dtype)} {u.name} = {src.names[id(u.srcs[0])]}[{self.load_index(u)}];")
 
     def render_cast(self, src: Source, u: UOp) -> None:
@@ -306,17 +323,30 @@ class CRenderer(Renderer):
     def render_alu(self, src: Source, u: UOp) -> None:
         src.names[id(u)] = u.name
         src_dtype = u.srcs[-1].dtype if u.arg is Ops.WHERE else u.srcs[0].dtype
-        expr = self.alu(u.arg, u.dtype, [src.names[id(s)] for s in u.srcs], src_dtype)
-        src.add(f"{self.ctype(u.dtype)} {u.name} = {expr};")
+        expr = self.alu(u.arg, u.dtype, [src.names[id(s)] for s in u.srcs], src_dtype)  # (a vector's: the same)
+        src.add(f"{self.ctype(u.dtype, u.lanes)} {u.name} = {expr};")
 
     def render_update(self, src: Source, u: UOp) -> None:
         acc, value = u.srcs
         src.add(self.update(u.arg, u.dtype, src.names[id(acc)], src.names[id(value)], acc.op is UOps.PART))
 
     def render_store(self, src: Source, u: UOp) -> None:
+        if u.lanes > 1:
+            value = src.names[id(u.srcs[1])]
+            src.add(f"__builtin_memcpy({src.names[id(u.srcs[0])]} + {render(u.arg)}, &{value}, sizeof({value}));")
+            return
         src.add(f"{src.names[id(u.srcs[0])]}[{render(u.arg)}] = {src.names[id(u.srcs[1])]};")
+
+    def render_vec(self, src: Source, u: UOp) -> None:
+        src.names[id(u)] = u.name
+        lanes = ", ".join([src.names[id(u.srcs[0])]] * u.lanes)
+        src.add(f"{self.ctype(u.dtype, u.lanes)} {u.name} = {{{lanes}}};")
+
+    def render_gep(self, src: Source, u: UOp) -> None:
+        src.names[id(u)] = u.name
+        src.add(f"{self.ctype(u.dtype)} {u.name} = {src.names[id(u.srcs[0])]}[{u.arg}];")
 
     RULES = {UOps.GLOBAL: render_global, UOps.RANGE: render_range, UOps.ENDRANGE: render_endrange,
              UOps.CONST: render_const, UOps.COND: render_cond, UOps.ACC: render_acc, UOps.ACCS: render_accs,
              UOps.PART: render_part, UOps.LOAD: render_load, UOps.CAST: render_cast, UOps.ALU: render_alu,
-             UOps.UPDATE: render_update, UOps.STORE: render_store}
+             UOps.UPDATE: render_update, UOps.STORE: render_store, UOps.VEC: render_vec, UOps.GEP: render_gep}

@@ -87,6 +87,7 @@ class CUDARenderer(CRenderer):
     exp2f = ""  # CUDA's own exp2f: the device library's, already a formula the GPU runs per thread
     # capabilities (codegen/renderer.py): a grid, and the registers of one thread for a 4 x 8 tile
     threads = loop_blocks = split_reductions = packed_operands = narrow_tiles = False
+    vector_width = 0  # a thread's lanes stay scalars (its registers are not vectors)
     grid = True
 
     def __init__(self):

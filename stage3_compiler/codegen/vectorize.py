@@ -1,0 +1,208 @@
+"""Vectorizing: an upcast kernel's lanes become vector values (a C compiler's vector types).
+
+UPCAST (opts.py) lowers a kernel that computes several output entries a pass into one scalar
+computation per entry, a "lane": a matmul's 8 x 16 register tile is 128 accumulators, each with
+its own loads, multiply and add (lower.py). The C compiler may pack such lanes into vector
+instructions by itself (gcc's SLP vectorizer) but often does not: a tile of one row and 64 columns
+stayed 64 scalar accumulators. This pass does the packing itself, so the renderer writes a vector
+type and the compiler has nothing left to discover.
+
+Lanes side by side along the first upcast axis (the one that varies fastest) are grouped `width`
+at a time. Each group's accumulators become one vector accumulator when every update of theirs is
+the same computation in every lane, matched from the update back to the loads:
+- the same UOp in every lane (a value the lanes share, like the row operand of a matmul tile) is a
+  scalar broadcast to every lane;
+- loads of one buffer at consecutive indices (lane k at the first lane's index + k) are one vector
+  load;
+- the same ALU op (ADD, MUL, NEG) over matched operands is one vector op.
+The stores of a group write consecutive entries of one buffer and become one vector store when
+their values match the same way (after the loop, the accumulators); a value that does not match
+reads its lane out of the vector (GEP). What does not match stays scalar, as lowered.
+
+A vector UOp has `lanes` > 1: its value is that many entries of its dtype side by side.
+"""
+
+from __future__ import annotations
+
+from ..dtype import dtypes
+from ..graph.symbolic import Num
+from ..ops import Ops
+from .uops import UOp, UOps
+
+VECTOR_ALU = (Ops.ADD, Ops.MUL, Ops.NEG)  # ops every vector type has as operators, exact as the scalar ones
+VECTOR_DTYPES = (dtypes.float32, dtypes.float64)
+
+
+def lane_width(fastest: int, dtype, width: int) -> int:
+    """Lanes per vector: the renderer's width for float32 (half of it for float64), if it divides the
+    fastest upcast axis; 0 when such lanes do not vectorize."""
+    if dtype not in VECTOR_DTYPES:
+        return 0
+    w = width if dtype is dtypes.float32 else width // 2
+    return w if w >= 4 and fastest % w == 0 else 0
+
+
+class Vectorizer:
+    def __init__(self, uops: list[UOp], upcast: int, fastest: int, width: int):
+        self.uops, self.upcast, self.fastest, self.width = uops, upcast, fastest, width  # width: float32 lanes
+        self.matched: dict[tuple[int, ...], UOp | None] = {}  # lane UOps' ids -> their vector (or None)
+        self.vector_of: dict[int, tuple[UOp, int]] = {}  # a replaced scalar's id -> (its vector, lane)
+        self.replace_at: dict[int, UOp | None] = {}  # a replaced UOp's id -> what takes its place (None: nothing)
+        self.before: dict[int, list[UOp]] = {}  # a vector's UOps, emitted before the UOp that first needs them
+        self.count = 0
+
+    def new(self, op: UOps, dtype, srcs: tuple = (), arg=None, lanes: int = 1) -> UOp:
+        self.count += 1
+        return UOp(op, dtype, tuple(srcs), arg, f"w{self.count}", lanes)
+
+    def match(self, us: tuple[UOp, ...]) -> UOp | None:
+        """The vector whose lane k is us[k], built from vector UOps; None if the lanes differ in kind."""
+        key = tuple(id(u) for u in us)
+        if key not in self.matched:
+            self.matched[key] = self._match(us)
+        return self.matched[key]
+
+    def _match(self, us: tuple[UOp, ...]) -> UOp | None:
+        first, n = us[0], len(us)
+        if all(u is first for u in us):
+            return self.new(UOps.VEC, first.dtype, (first,), lanes=n) if first.lanes == 1 else None
+        if any(u.op is not first.op or u.dtype is not first.dtype or u.lanes != 1 for u in us):
+            return None
+        if first.op is UOps.LOAD:
+            index, bound = first.arg
+            if bound is not None or any(u.srcs[0] is not first.srcs[0] or u.arg[1] is not None for u in us):
+                return None
+            if any((u.arg[0] - index) != Num(k) for k, u in enumerate(us)):
+                return None  # not side by side: a gather, left to the scalar code
+            return self.new(UOps.LOAD, first.dtype, first.srcs, first.arg, lanes=n)
+        if first.op is UOps.ALU and first.arg in VECTOR_ALU and all(u.arg is first.arg for u in us):
+            srcs = [self.match(tuple(u.srcs[i] for u in us)) for i in range(len(first.srcs))]
+            if any(s is None for s in srcs):
+                return None
+            return self.new(UOps.ALU, first.dtype, srcs, first.arg, lanes=n)
+        if first.op is UOps.ACC and all(id(u) in self.vector_of for u in us):
+            vec = self.vector_of[id(first)][0]
+            if all(self.vector_of[id(u)] == (vec, k) for k, u in enumerate(us)):
+                return vec
+        return None
+
+    def groups(self, members: list[UOp]) -> list[tuple[UOp, ...]]:
+        """Lane-ordered UOps of one role (one per lane), cut into groups of neighbours a vector wide
+        (none where their dtype has no vector)."""
+        w = lane_width(self.fastest, members[0].dtype, self.width) if members else 0
+        return [tuple(members[i:i + w]) for i in range(0, len(members), w)] if w else []
+
+    def run(self) -> list[UOp]:
+        accs = [u for u in self.uops if u.op is UOps.ACC]
+        updates: dict[int, list[UOp]] = {}  # acc id -> its UPDATEs, in order
+        for u in self.uops:
+            if u.op is UOps.UPDATE:
+                updates.setdefault(id(u.srcs[0]), []).append(u)
+        per_lane = len(accs) // self.upcast  # the lowering's order: lane by lane, each lane's reductions
+        for r in range(per_lane):
+            for group in self.groups(accs[r::per_lane]):
+                self.vectorize_accumulators(group, [updates.get(id(a), []) for a in group])
+        stores: dict[int, list[UOp]] = {}  # buffer id -> its STOREs, lane by lane
+        for u in self.uops:
+            if u.op is UOps.STORE:
+                stores.setdefault(id(u.srcs[0]), []).append(u)
+        for found in stores.values():
+            if len(found) == self.upcast:
+                for group in self.groups(found):
+                    self.vectorize_store(group)
+        return self.emit()
+
+    def vectorize_accumulators(self, accs: tuple[UOp, ...], updates: list[list[UOp]]) -> None:
+        first = accs[0]
+        if first.arg != 0 or any(a.dtype is not first.dtype for a in accs):
+            return  # (only sums: a max's update is a branch or a select, which C's vector types lack as operators)
+        n = len(updates[0])
+        if n == 0 or any(len(us) != n for us in updates) or any(us[t].arg is not Ops.REDUCE_ADD
+                                                              for us in updates for t in range(n)):
+            return
+        vacc = self.new(UOps.ACC, first.dtype, arg=first.arg, lanes=len(accs))
+        for k, a in enumerate(accs):
+            self.vector_of[id(a)] = (vacc, k)
+        values = [self.match(tuple(us[t].srcs[1] for us in updates)) for t in range(n)]
+        if any(v is None for v in values):
+            for a in accs:
+                del self.vector_of[id(a)]
+            return
+        self.replace_at[id(first)] = vacc
+        for a in accs[1:]:
+            self.replace_at[id(a)] = None
+        for t in range(n):
+            update = self.new(UOps.UPDATE, first.dtype, (vacc, values[t]), Ops.REDUCE_ADD, lanes=len(accs))
+            self.replace_at[id(updates[0][t])] = update
+            for us in updates[1:]:
+                self.replace_at[id(us[t])] = None
+
+    def vectorize_store(self, stores: tuple[UOp, ...]) -> None:
+        first = stores[0]
+        if any(s.dtype is not first.dtype or (s.arg - first.arg) != Num(k) for k, s in enumerate(stores)):
+            return
+        value = self.match(tuple(s.srcs[1] for s in stores))
+        if value is None:
+            return
+        self.replace_at[id(first)] = self.new(UOps.STORE, first.dtype, (first.srcs[0], value), first.arg,
+                                              lanes=len(stores))
+        for s in stores[1:]:
+            self.replace_at[id(s)] = None
+
+    def emit(self) -> list[UOp]:
+        """The kernel's UOps with the vectors in: each vector UOp placed just before the first UOp that
+        needs it (its scalar operands before it), every scalar no longer read dropped."""
+        out: list[UOp] = []
+        placed: set[int] = set()
+        lane_reads: dict[int, UOp] = {}  # replaced scalar id -> the GEP that reads its lane
+
+        def place(u: UOp) -> None:
+            if id(u) in placed:
+                return
+            placed.add(id(u))
+            for s in u.srcs:
+                place(s)
+            out.append(u)
+
+        for u in self.uops:
+            if id(u) in self.replace_at:
+                new = self.replace_at[id(u)]
+                if new is not None:
+                    place(new)
+                continue
+            srcs = []
+            for s in u.srcs:  # a read of a lane now held in a vector reads it out of the vector
+                if id(s) in self.vector_of and id(s) in self.replace_at:
+                    if id(s) not in lane_reads:
+                        vec, k = self.vector_of[id(s)]
+                        lane_reads[id(s)] = self.new(UOps.GEP, s.dtype, (vec,), k)
+                    s = lane_reads[id(s)]
+                    place(s)
+                srcs.append(s)
+            u.srcs = tuple(srcs)
+            if id(u) not in placed:
+                placed.add(id(u))
+                out.append(u)
+        return dead_code_removed(out)
+
+
+KEPT = (UOps.GLOBAL, UOps.SPECIAL, UOps.RANGE, UOps.ENDRANGE, UOps.UPDATE, UOps.STORE)
+
+
+def dead_code_removed(uops: list[UOp]) -> list[UOp]:
+    """The UOps something kept reads (stores, updates, loops), in order."""
+    live: set[int] = set()
+    for u in reversed(uops):
+        if u.op in KEPT or id(u) in live:
+            live.add(id(u))
+            live.update(id(s) for s in u.srcs)
+    return [u for u in uops if id(u) in live]
+
+
+def vectorize(uops: list[UOp], upcast: int, fastest: int, width: int) -> list[UOp]:
+    """The kernel's UOps with its lanes packed into vectors of `width` float32s (module docstring);
+    `fastest`: the lanes of the first upcast axis. The UOps as they were where lanes do not group
+    (no upcast, a SPLIT's partials)."""
+    if upcast == 1 or any(u.op is UOps.ACCS for u in uops):
+        return uops
+    return Vectorizer(uops, upcast, fastest, width).run()

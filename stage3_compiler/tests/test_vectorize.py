@@ -1,0 +1,85 @@
+"""Vectorizing an upcast kernel's lanes (codegen/vectorize.py): which lanes become vectors, and that a
+vectorized kernel computes the same bits as its lanes computed one by one."""
+
+import numpy as np
+
+from .. import Tensor
+from ..codegen.lower import lower
+from ..codegen.opts import Opt, OptOps
+from ..codegen.uops import UOps
+from ..codegen.vectorize import dead_code_removed, vectorize
+from .test_opts import CPU, last_item, rand, run_with
+
+
+def vectors(kernel) -> dict[UOps, set[int]]:
+    """UOp kind -> the lane counts of its vector UOps in the kernel."""
+    found: dict[UOps, set[int]] = {}
+    for u in kernel.uops:
+        if u.lanes > 1:
+            found.setdefault(u.op, set()).add(u.lanes)
+    return found
+
+
+def scalar_bits(item, stored, opts):
+    """The kernel's output with these options and its lanes left scalar."""
+    width, CPU.vector_width = CPU.vector_width, 0
+    try:
+        return run_with(item, stored, opts)
+    finally:
+        CPU.vector_width = width
+
+
+def test_a_matmul_tile_is_one_vector_accumulator_a_row():
+    item, stored = last_item(rand(64, 64) @ rand(64, 64, seed=1))
+    opts = [Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.UPCAST, 0, 4)]
+    kernel = lower(item, stored, CPU, tuple(opts))
+    found = vectors(kernel)
+    assert found[UOps.ACC] == {16} and found[UOps.LOAD] == {16} and found[UOps.STORE] == {16}
+    assert found[UOps.VEC] == {16}  # the row operand, one value for the 16 columns
+    assert sum(u.op is UOps.ACC for u in kernel.uops) == 4  # 4 rows of 16, not 64 scalars
+    assert np.array_equal(run_with(item, stored, opts), scalar_bits(item, stored, opts))
+
+
+def test_a_one_row_tile_of_64_columns_is_four_vectors():
+    item, stored = last_item(rand(8, 32) @ rand(32, 64, seed=1))
+    opts = [Opt(OptOps.UPCAST, 1, 64)]
+    kernel = lower(item, stored, CPU, tuple(opts))
+    assert vectors(kernel)[UOps.ACC] == {16} and sum(u.op is UOps.ACC for u in kernel.uops) == 4
+    assert np.array_equal(run_with(item, stored, opts), scalar_bits(item, stored, opts))
+
+
+def test_lanes_stored_apart_are_read_out_of_their_vector():
+    # lanes along axis 0 load side by side (x is a permuted view) but store 4 apart: the sums are
+    # vectors, each store reads its lane out (GEP)
+    y = rand(4, 64, 16)
+    item, stored = last_item(y.permute(2, 1, 0).sum(1))
+    opts = [Opt(OptOps.UPCAST, 0, 16)]
+    kernel = lower(item, stored, CPU, tuple(opts))
+    found = vectors(kernel)
+    assert found[UOps.ACC] == {16} and UOps.STORE not in found
+    assert sum(u.op is UOps.GEP for u in kernel.uops) == 16
+    assert np.array_equal(run_with(item, stored, opts), scalar_bits(item, stored, opts))
+
+
+def test_lanes_that_gather_or_take_a_max_stay_scalar():
+    x = rand(64, 64)
+    for t, opts in [(x.sum(1), [Opt(OptOps.UPCAST, 0, 16)]),  # loads 64 apart: a gather
+                    (x.max(0), [Opt(OptOps.UPCAST, 1, 16)])]:  # side by side, but a max: no operator
+        item, stored = last_item(t)
+        kernel = lower(item, stored, CPU, tuple(opts))
+        assert UOps.ACC not in vectors(kernel)
+        assert np.array_equal(run_with(item, stored, opts), scalar_bits(item, stored, opts))
+
+
+def test_no_upcast_no_change_and_dead_code_goes():
+    item, stored = last_item(rand(64, 64).sum(1))
+    kernel = lower(item, stored, CPU, ())
+    assert vectorize(list(kernel.uops), 1, 1, 16) == kernel.uops
+    assert dead_code_removed(kernel.uops) == kernel.uops  # the lowering writes nothing unread
+
+
+def test_matmul_results_match_numpy_through_the_vectors():
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((48, 40)).astype(np.float32), rng.standard_normal((40, 80)).astype(np.float32)
+    out = (Tensor(a) @ Tensor(b) + 1).relu().numpy()
+    np.testing.assert_allclose(out, np.maximum(a.astype(np.float64) @ b + 1, 0), rtol=1e-5, atol=1e-5)
