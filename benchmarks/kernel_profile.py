@@ -37,6 +37,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--source", default="", help="print the source of the kernels of this name")
     args = parser.parse_args()
     set_num_threads(args.threads)
     _, weights = B.stage2_stepper()
@@ -67,6 +68,8 @@ def main() -> None:
         flops = kernel.ops * _numel(kernel.reduce_shape or kernel.shape) * launches[pid]
         gflops = flops / t / 1e9 if t else 0.0
         print(f"{ms:7.3f} ms {ms / (total * 1e3):6.1%} {gflops:7.1f} GFLOP/s  {kernel.name}")
+        if kernel.name == args.source:
+            print(program.source)
 
 
 def _numel(shape) -> int:

@@ -106,10 +106,14 @@ class Lowerer:
         if 0 in base.shape:  # nothing to read: a view of an empty base is all padding (its value 0)
             return self.const(False if v.dtype is dtypes.bool else 0, v.dtype)
         flat, valid = v.st.expr_idxs(idxs)
+        clamp = False
+        if valid is not None and self.loads(base):  # the index where the view is valid: simpler, clamped
+            narrow, _ = v.st.expr_idxs(idxs, where_valid=True)
+            flat, clamp = narrow, narrow != flat
         if base.op is Ops.CONST and base.buffer is None:
             value = self.const(base.arg, base.dtype)
         elif self.loads(base):
-            value = self.load(base, flat)
+            value = self.load(base, flat, clamp)
         else:
             value = self.base(base, unflatten(flat, base.shape))
         if valid is None:
@@ -121,13 +125,14 @@ class Lowerer:
     def loads(self, base: LazyBuffer) -> bool:
         return id(base) not in self.outputs and (base.buffer is not None or id(base) in self.stored)
 
-    def load(self, base: LazyBuffer, flat: Node) -> UOp:
+    def load(self, base: LazyBuffer, flat: Node, clamp: bool = False) -> UOp:
         buf = self.global_of(base)
         # A view that pads computes its index outside the padding too, where the WHERE after the load
         # throws the value away; such an index may fall outside the buffer (before its start, even),
         # so the load is clamped into it: reading past a buffer can fault, and is never ours to read.
+        # (`clamp`: an index simplified for where the view is valid, whose range says nothing elsewhere.)
         size = numel(base.shape)
-        bound = None if 0 <= flat.min and flat.max < size else size - 1
+        bound = None if 0 <= flat.min and flat.max < size and not clamp else size - 1
         return self.cached(("load", id(base), render(flat)),
                            lambda: self.emit(UOps.LOAD, base.dtype, (buf,), (flat, bound)))
 

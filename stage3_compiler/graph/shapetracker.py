@@ -376,13 +376,19 @@ class ShapeTracker:
 
     # ---- index expressions ----
 
-    def expr_idxs(self, idxs: list[Node] | None = None) -> tuple[Node, Node | None]:
+    def expr_idxs(self, idxs: list[Node] | None = None, where_valid: bool = False) -> tuple[Node, Node | None]:
         """The buffer index and the validity condition (None when always valid) at one index per
-        dim of shape (by default the variables i0, i1, ...)."""
+        dim of shape (by default the variables i0, i1, ...). With `where_valid`, an index that is
+        right only where the view is valid: each loop index is narrowed to the top view's mask before
+        the views below compute with it, so their divisions and remainders can fold (one part of a
+        concatenation reads its source at a plain offset); elsewhere it is some other number, which
+        the reader must clamp into the buffer before it loads."""
         idxs = index_vars(self.shape) if idxs is None else list(idxs)
         if len(idxs) != len(self.shape):
             raise ValueError(f"expr_idxs: got {len(idxs)} indices for shape {self.shape}")
         idx, valid = self.views[-1].expr(idxs)
+        if where_valid and self.views[-1].mask is not None:
+            idx, _ = self.views[-1].expr(narrowed(idxs, self.views[-1].mask))
         for view in reversed(self.views[:-1]):
             idx, v = view.expr(_unflatten(idx, view.shape))
             valid = ands([valid, v])
@@ -407,6 +413,17 @@ class ShapeTracker:
         if len(self.views) >= 2 and (merged := _merge(self.views[-2], self.views[-1])) is not None:
             return ShapeTracker(self.views[:-2] + (merged,)).simplify()
         return self
+
+
+def narrowed(idxs: list[Node], mask: Mask) -> list[Node]:
+    """Each loop index (a plain Var) with its range cut to the mask's (lo, hi) on its dim, where they
+    overlap; any other index as it is."""
+    out = []
+    for i, (lo, hi) in zip(idxs, mask, strict=True):
+        if type(i) is Var and isinstance(lo, int) and isinstance(hi, int) and max(i.min, lo) <= min(i.max, hi - 1):
+            i = Var(i.name, max(i.min, lo), min(i.max, hi - 1))
+        out.append(i)
+    return out
 
 
 def _int_or_node(x) -> int | Node:

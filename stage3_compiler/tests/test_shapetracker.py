@@ -25,6 +25,7 @@ def check(tracker: ShapeTracker, arr: np.ndarray) -> None:
     where arr holds PAD; the rendered C and the flat-index form say the same."""
     assert tracker.shape == arr.shape
     idx, valid = tracker.expr_idxs(index_vars(tracker.shape))
+    narrow, _ = tracker.expr_idxs(index_vars(tracker.shape), where_valid=True)  # right where valid only
     flat = Var("f", 0, max(arr.size - 1, 0))
     fidx, fvalid = tracker.expr_node(flat)
     sources = [_python(render(n)) for n in (idx, Num(1) if valid is None else valid)]
@@ -37,6 +38,8 @@ def check(tracker: ShapeTracker, arr: np.ndarray) -> None:
             assert (v is None or bool(evaluate(v, env))) == (want != PAD), (pos, v)
             if want != PAD:
                 assert evaluate(i, env) == want, (pos, i)
+        if want != PAD:
+            assert evaluate(narrow, env) == want, (pos, narrow)
         assert bool(eval(sources[1], {}, env)) == (want != PAD)
         if want != PAD:
             assert eval(sources[0], {}, env) == want
@@ -199,3 +202,19 @@ def test_padding_of_an_empty_tensor_reads_as_zeros():
 
     for _ in range(20):  # it read uninitialized memory, so it failed only now and then
         assert Tensor(np.zeros((0, 1), bool)).pad(((1, 0), (0, 0))).reshape(()).numpy() == np.False_
+
+
+def test_a_part_of_a_concatenation_reads_at_a_plain_offset_where_valid():
+    # (12, 64, 128) heads-permuted gradient padded into the middle third of (12, 64, 384), as
+    # a backward through q, k, v = qkv.split(128, -1) builds it: everywhere, its index divides by 8192,
+    # 128 and 32; where the view is valid (128 <= i2 < 256) the divisions by 8192 and 128 fold away
+    t = ShapeTracker.from_shape((12, 4, 64, 32)).permute((0, 2, 1, 3)).reshape((12, 64, 128))
+    t = t.pad(((0, 0), (0, 0), (128, 128)))
+    idxs = index_vars(t.shape)
+    wide, valid = t.expr_idxs(idxs)
+    narrow, _ = t.expr_idxs(idxs, where_valid=True)
+    assert "/8192" in render(wide) and "/128" in render(wide)
+    assert "/8192" not in render(narrow) and "/128" not in render(narrow), render(narrow)
+    for i0, i1, i2 in [(0, 0, 128), (3, 17, 200), (11, 63, 255)]:
+        env = {"i0": i0, "i1": i1, "i2": i2}
+        assert evaluate(valid, env) and evaluate(narrow, env) == evaluate(wide, env)
