@@ -48,7 +48,8 @@ def cpu_name() -> str:
     try:
         with open("/proc/cpuinfo") as f:
             fields = dict(line.split(":", 1) for line in f if ":" in line)
-        return f"{fields['model name'].strip()} (family {fields['cpu family'].strip()}, model {fields['model'].strip()})"
+        name, family, model = (fields[k].strip() for k in ("model name", "cpu family", "model"))
+        return f"{name} (family {family}, model {model})"
     except (OSError, KeyError):
         return platform.processor() or "unknown CPU"
 
