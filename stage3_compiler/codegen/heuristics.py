@@ -85,9 +85,10 @@ def matmul_tile(item: ScheduleItem, renderer: Renderer, stored: set[int] | None 
         if None in tile:
             continue
         if stored is not None and renderer.narrow_tiles and computed(a, stored) and fixed(shape[n], 32):
-            # a is computed in the loop (engine/schedule.narrow_matmul_operand: attention's probabilities), once
-            # per pass: all n columns in one pass compute each value once, one row a pass keeps the
-            # accumulators in registers. One Zen 3 core, 12x4 heads of 64x64 @ 64x32: 4x16 5.2 ms, 1x32 2.9.
+            # a is computed in the loop (a cheap expression the scheduler recomputes: engine/schedule.CHEAP),
+            # once per pass: all n columns in one pass compute each value once, one row a pass keeps the
+            # accumulators in registers. One Zen 3 core, 12x4 heads of 64x64 @ 64x32 with attention's
+            # probabilities computed in the loop (as the scheduler did then): 4x16 5.2 ms, 1x32 2.9.
             return {root_axis(item, n): shape[n]} if shape[n] > 1 else {}
         sizes = item.root.shape
         m_axis = root_axis(item, m)

@@ -8,7 +8,11 @@ computed inside the kernel that reads it, as an expression, and never stored). T
   them reads it through an expanding view and it costs more than a few ops (reading through a view
   that pads or through stacked views counts too: see view_cost): a matmul operand
   expanded N times would be recomputed N times, so it is realized once instead (a cheap one, like
-  layernorm's rsqrt of the variance, is recomputed);
+  layernorm's rsqrt of the variance, is recomputed). That holds for attention's probabilities too,
+  read by the product with v: recomputed in that kernel's loop, one row a pass shares each exp
+  between the 32 columns, but the exps run one at a time there, where a kernel that stores them
+  runs them 16 to a vector (nanoGPT's CPU step: 57 ms with them recomputed, 52 stored, one Zen 5
+  core; benchmarks/results/stage3_cpu_step.md);
 - a reduction whose only reader is an elementwise op reading it as it is (or reshaped, in the same
   order; not expanded: softmax's max is read expanded, so it stays realized), is fused the other way round:
   that reader becomes the kernel, with the reduction's loop inside it (`relu(x @ w + b)`: the
@@ -83,30 +87,6 @@ def view_cost(v: LazyBuffer) -> int:
     return 2 * sum(view.mask is not None for view in v.st.views) + 2 * (len(v.st.views) - 1)
 
 
-NARROW = 32  # columns of a matmul whose operand is recomputed rather than stored (two tiles of 16)
-
-
-def narrow_matmul_operand(b: LazyBuffer, readers: dict) -> bool:
-    """Is b read only as an operand of matmuls with at most NARROW columns, expanded along them?
-    Such a kernel computes 16 columns a pass and each pass shares b's value between them, so b is
-    computed at most twice per element: cheaper than a kernel storing it and a second reading it
-    back. Attention's softmax weights, multiplied by v (the head size, 8 to 32 columns here), are the
-    case: softmax(q @ k.T) @ v is 4 kernels instead of 5. Only for one reading product: the
-    backward's gradient of the scores (~50 ops an element) is read by two, and recomputing it
-    inside both made them the two slowest kernels of a nanoGPT step."""
-    found = readers.get(id(b), [])
-    if len(found) != 1:
-        return False  # read by two products (a gradient, dS @ k and dS.T @ q): computed once and stored
-    for reader, view in found:
-        users = readers.get(id(reader), [])
-        if reader.op is not Ops.MUL or numel(view.shape) > NARROW * numel(b.shape) or not users:
-            return False
-        for user, _ in users:  # each a sum whose summed axes b is not expanded along
-            if user.op is not Ops.REDUCE_ADD or any(view.st.views[-1].strides[d] == 0 for d in user.arg):
-                return False
-    return bool(found)
-
-
 def check_versions(bases: list[LazyBuffer]) -> None:
     """Every realized buffer a node reads still holds what it held when the node was made."""
     for b in bases:
@@ -164,7 +144,7 @@ def fuse(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> list[ScheduleItem]:
             realize.add(id(b))
             cost[id(b)] = depth[id(b)] = 0
         expanded = any(numel(view.shape) > numel(b.shape) for _, view in readers.get(id(b), ()))
-        if b.op in IR_ELEMENTWISE and expanded and cost[id(b)] > CHEAP and not narrow_matmul_operand(b, readers):
+        if b.op in IR_ELEMENTWISE and expanded and cost[id(b)] > CHEAP:
             realize.add(id(b))
         held = fused_into.get(id(b))
         if held is not None and cost[id(b)] > EPILOGUE and matmul_product(held) is not None:
