@@ -47,7 +47,7 @@ def one(library: str, threads: int) -> float:
 def cpu_name() -> str:
     try:
         with open("/proc/cpuinfo") as f:
-            fields = dict(line.split(":", 1) for line in f if ":" in line)
+            fields = {k.strip(): v for k, v in (line.split(":", 1) for line in f if ":" in line)}
         name, family, model = (fields[k].strip() for k in ("model name", "cpu family", "model"))
         return f"{name} (family {family}, model {model})"
     except (OSError, KeyError):
