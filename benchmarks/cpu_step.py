@@ -19,6 +19,7 @@ LIBRARIES = ("torch", "stage2", "stage3")
 
 
 def median_ms(step, warmup: int = 5, runs: int = 30) -> float:
+    # (step_time_tree.py keeps its own: it imports a given tree's benchmarks package, maybe an older one)
     for _ in range(warmup):
         step()
     times = []

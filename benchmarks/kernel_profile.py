@@ -11,6 +11,7 @@ The timing wraps each launch in `time.perf_counter`, so a kernel's time includes
 from __future__ import annotations
 
 import argparse
+import math
 import time
 from collections import defaultdict
 
@@ -65,18 +66,11 @@ def main() -> None:
         kernel = program.kernel
         ms = t / args.steps * 1e3
         # ALU ops per entry and reduction step, times the entries (the reduced shape where it has one)
-        flops = kernel.ops * _numel(kernel.reduce_shape or kernel.shape) * launches[pid]
+        flops = kernel.ops * math.prod(kernel.reduce_shape or kernel.shape) * launches[pid]
         gflops = flops / t / 1e9 if t else 0.0
         print(f"{ms:7.3f} ms {ms / (total * 1e3):6.1%} {gflops:7.1f} GFLOP/s  {kernel.name}")
         if kernel.name == args.source:
             print(program.source)
-
-
-def _numel(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= d if isinstance(d, int) else 1  # (a symbolic size: not in a training step)
-    return n
 
 
 if __name__ == "__main__":

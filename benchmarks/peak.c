@@ -17,36 +17,31 @@
 #define CHAINS 12
 #define ITERS 20000000L
 
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#include <immintrin.h>
 #if defined(__AVX512F__)
-#include <immintrin.h>
 #define LANES 16
-static float run_chains(long iters, float seed) {
-  __m512 acc[CHAINS];
-  const __m512 mul = _mm512_set1_ps(0.999999f), add = _mm512_set1_ps(1e-7f);
-  for (int i = 0; i < CHAINS; i++) acc[i] = _mm512_set1_ps(seed + i);
-  for (long it = 0; it < iters; it++)
-#pragma GCC unroll 12
-    for (int i = 0; i < CHAINS; i++) acc[i] = _mm512_fmadd_ps(acc[i], mul, add);
-  float out[LANES], total = 0.0f;
-  for (int i = 0; i < CHAINS; i++) {
-    _mm512_storeu_ps(out, acc[i]);
-    for (int j = 0; j < LANES; j++) total += out[j];
-  }
-  return total;
-}
-#elif defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
+#define VEC __m512
+#define SET1 _mm512_set1_ps
+#define FMADD _mm512_fmadd_ps
+#define STOREU _mm512_storeu_ps
+#else
 #define LANES 8
+#define VEC __m256
+#define SET1 _mm256_set1_ps
+#define FMADD _mm256_fmadd_ps
+#define STOREU _mm256_storeu_ps
+#endif
 static float run_chains(long iters, float seed) {
-  __m256 acc[CHAINS];
-  const __m256 mul = _mm256_set1_ps(0.999999f), add = _mm256_set1_ps(1e-7f);
-  for (int i = 0; i < CHAINS; i++) acc[i] = _mm256_set1_ps(seed + i);
+  VEC acc[CHAINS];
+  const VEC mul = SET1(0.999999f), add = SET1(1e-7f);
+  for (int i = 0; i < CHAINS; i++) acc[i] = SET1(seed + i);
   for (long it = 0; it < iters; it++)
 #pragma GCC unroll 12
-    for (int i = 0; i < CHAINS; i++) acc[i] = _mm256_fmadd_ps(acc[i], mul, add);
+    for (int i = 0; i < CHAINS; i++) acc[i] = FMADD(acc[i], mul, add);
   float out[LANES], total = 0.0f;
   for (int i = 0; i < CHAINS; i++) {
-    _mm256_storeu_ps(out, acc[i]);
+    STOREU(out, acc[i]);
     for (int j = 0; j < LANES; j++) total += out[j];
   }
   return total;

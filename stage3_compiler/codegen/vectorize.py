@@ -48,7 +48,6 @@ class Vectorizer:
         self.matched: dict[tuple[int, ...], UOp | None] = {}  # lane UOps' ids -> their vector (or None)
         self.vector_of: dict[int, tuple[UOp, int]] = {}  # a replaced scalar's id -> (its vector, lane)
         self.replace_at: dict[int, UOp | None] = {}  # a replaced UOp's id -> what takes its place (None: nothing)
-        self.before: dict[int, list[UOp]] = {}  # a vector's UOps, emitted before the UOp that first needs them
         self.count = 0
 
     def new(self, op: UOps, dtype, srcs: tuple = (), arg=None, lanes: int = 1) -> UOp:
@@ -120,14 +119,12 @@ class Vectorizer:
         if n == 0 or any(len(us) != n for us in updates) or any(us[t].arg is not Ops.REDUCE_ADD
                                                               for us in updates for t in range(n)):
             return
+        values = [self.match(tuple(us[t].srcs[1] for us in updates)) for t in range(n)]
+        if any(v is None for v in values):
+            return
         vacc = self.new(UOps.ACC, first.dtype, arg=first.arg, lanes=len(accs))
         for k, a in enumerate(accs):
             self.vector_of[id(a)] = (vacc, k)
-        values = [self.match(tuple(us[t].srcs[1] for us in updates)) for t in range(n)]
-        if any(v is None for v in values):
-            for a in accs:
-                del self.vector_of[id(a)]
-            return
         self.replace_at[id(first)] = vacc
         for a in accs[1:]:
             self.replace_at[id(a)] = None
@@ -172,7 +169,7 @@ class Vectorizer:
                 continue
             srcs = []
             for s in u.srcs:  # a read of a lane now held in a vector reads it out of the vector
-                if id(s) in self.vector_of and id(s) in self.replace_at:
+                if id(s) in self.vector_of:
                     if id(s) not in lane_reads:
                         vec, k = self.vector_of[id(s)]
                         lane_reads[id(s)] = self.new(UOps.GEP, s.dtype, (vec,), k)
