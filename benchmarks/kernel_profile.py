@@ -1,6 +1,7 @@
-"""Where a jitted nanoGPT CPU step's time goes, kernel by kernel: the step of benchmarks/test_train.py
-on stage3, warmed up, then replayed with every kernel launch timed on its own.
-`python -m benchmarks.kernel_profile [--threads N] [--steps N] [--top N]` prints each kernel's
+"""Where a jitted CPU training step's time goes, kernel by kernel: nanoGPT's step of
+benchmarks/test_train.py (or, with `--model nanochat`, benchmarks/nanochat_step.py's) on stage3, warmed up,
+then replayed with every kernel launch timed on its own.
+`python -m benchmarks.kernel_profile [--model M] [--threads N] [--steps N] [--top N]` prints each kernel's
 summed time per step (kernels of one name are told apart by their program, as two kernels may share
 a name), its share of the step and its GFLOP/s, largest first.
 
@@ -16,6 +17,8 @@ import time
 from collections import defaultdict
 
 import benchmarks.test_train as B
+import stage3_compiler
+from benchmarks.nanochat_step import stepper as nanochat_stepper
 from stage3_compiler.engine.capture import KernelStep
 from stage3_compiler.threads import set_num_threads
 
@@ -35,17 +38,22 @@ class TimedLaunch:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", choices=["nanogpt", "nanochat"], default="nanogpt")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--source", default="", help="print the source of the kernels of this name")
     args = parser.parse_args()
     set_num_threads(args.threads)
-    _, weights = B.stage2_stepper()
-    step = B.stage3_stepper(weights)
+    if args.model == "nanochat":
+        step = nanochat_stepper(stage3_compiler)
+        jit = step.jit
+    else:
+        _, weights = B.stage2_stepper()
+        step = B.stage3_stepper(weights)
+        jit = next(c.cell_contents for c in step.__closure__ if type(c.cell_contents).__name__ == "TinyJit")
     for _ in range(5):  # eager, capture, replays
         step()
-    jit = next(c.cell_contents for c in step.__closure__ if type(c.cell_contents).__name__ == "TinyJit")
     times: dict[int, float] = defaultdict(float)
     launches: dict[int, int] = defaultdict(int)
     programs = {}

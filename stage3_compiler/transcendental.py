@@ -18,7 +18,8 @@ primitives alike (tests/test_transcendental.py keeps them under about twice thes
   exp      2^n * 2^(r log2 e), r = x - n ln2 (Cody-Waite)           2.0         1.0
   log      log2(x) * ln2                                            1.8         1.0
   cos      1 - 2 sin^2(x/2)                                         1.8 abs     1.5 abs
-  tanh     -e / (e + 2), e = expm1(-2|x|) by Kahan's trick          4.5         4.1
+  tanh     x P(x^2) for |x| < 0.5, else (1 - e) / (1 + e),          1.4         1.9
+           e = exp(-2|x|)
   sigmoid  1 / (1 + e) or e / (1 + e), e = exp(-|x|)                2.0         2.0
   erf      x P(x^2) for |x| < 0.5, else 1 - erfc(|x|)               2.9         2.8
   gelu     x Phi(x), Phi(-|x|) = erfc(|x| / sqrt 2) / 2             3.8         3.4
@@ -44,8 +45,10 @@ Why these formulas:
 - gelu uses Phi(x) = erfc(-x / sqrt 2) / 2 and takes exp(-x^2/2) from x itself, not from the
   rounded x / sqrt 2: torch's 0.5 x (1 + erf(x / sqrt 2)) cancels to -0 below x = -5.5 (float32)
   or -8.4 (float64) where the true value is tiny but representable.
-- tanh = 1 - 2 / (e^2x + 1) cancels near 0; Kahan's expm1(t) = (u - 1) t / log(u), u = e^t,
-  does not, because the rounding of u cancels between (u - 1) and log(u).
+- tanh = 1 - 2 / (e^2x + 1) cancels near 0, so there tanh is its Taylor series; from |x| = 0.5
+  on, e = e^(-2|x|) <= 0.37 and (1 - e) / (1 + e) loses nothing. Kahan's expm1(t) = (u - 1) t /
+  log(u), u = e^t, does not cancel either (the rounding of u cancels between (u - 1) and log(u)),
+  and elu keeps it, but its log is a libm call that runs one value at a time.
 - Rounding to an integer is (t + 1.5 * 2^(p-1)) - 1.5 * 2^(p-1) in the float's own p-bit format;
   it needs IEEE adds that are not reassociated (C without -ffast-math, CUDA by default).
 """
@@ -55,6 +58,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from decimal import Context, Decimal
+from fractions import Fraction
 from typing import Any, Protocol
 
 
@@ -103,6 +107,22 @@ def _ln2_split(bits: int) -> tuple[float, float]:
 # |x| < 0.5 the first dropped term is below 1e-9 (7 terms) and 1e-19 (13 terms) of the sum.
 _ERF_TAYLOR = [TWO_OVER_SQRT_PI * (-1) ** n / (math.factorial(n) * (2 * n + 1)) for n in range(13)]
 
+
+def _tanh_taylor(terms: int) -> list[float]:
+    """tanh(x) = x * sum_n t_n x^(2n), t_n = 4^(n+1) (4^(n+1) - 1) B_(2n+2) / (2n+2)! with the
+    Bernoulli numbers B_k (exact fractions, from sum_(j<=m) C(m+1, j) B_j = 0)."""
+    bernoulli = [Fraction(1)]
+    for m in range(1, 2 * terms + 1):
+        bernoulli.append(-sum(math.comb(m + 1, j) * bernoulli[j] for j in range(m)) / (m + 1))
+    return [float(4 ** (n + 1) * (4 ** (n + 1) - 1) * bernoulli[2 * n + 2] / math.factorial(2 * n + 2))
+            for n in range(terms)]
+
+
+# For |x| < 0.5 each term is about 0.1 times the last: the first dropped term is below 1e-9 (9
+# terms) and 1.1e-18 (18 terms) of the sum.
+_TANH_NEAR = 0.5
+_TANH_TAYLOR = _tanh_taylor(18)
+
 # (z + 3) * erfcx(z) = sum_k c_k T_k(s), s = (z - 3) / (z + 3), z in [0, inf): Chebyshev
 # interpolation at 64 points in 50-digit mpmath (tests/test_transcendental.py recomputes them).
 # Truncated after c_11 the tail sums to 6e-9, after c_24 to 1e-17; the series is >= 0.56.
@@ -130,6 +150,7 @@ class _Format:
     grid: int  # z on a grid of 2^-grid: z_hi^2 is exact for z below 2^(p/2 - grid)
     erf_terms: int
     erfcx_terms: int
+    tanh_terms: int
 
     @property
     def round_magic(self) -> float:  # t + this - this rounds t to an integer, |t| < 2^(p-2)
@@ -142,9 +163,9 @@ class _Format:
 
 _FORMATS = {
     "float32": _Format(24, *_ln2_split(12), exp_limit=200.0, erfc_limit=12.0, grid=7,
-                       erf_terms=7, erfcx_terms=12),
+                       erf_terms=7, erfcx_terms=12, tanh_terms=9),
     "float64": _Format(53, *_ln2_split(32), exp_limit=1000.0, erfc_limit=28.0, grid=20,
-                       erf_terms=13, erfcx_terms=25),
+                       erf_terms=13, erfcx_terms=25, tanh_terms=18),
 }
 
 
@@ -259,10 +280,15 @@ def cos(x: FloatTensor) -> FloatTensor:
 
 
 def tanh(x: FloatTensor) -> FloatTensor:
-    _format(x, "tanh")
-    e = _expm1(_at_most(abs(x), 20.0) * -2.0)  # tanh(20) rounds to 1 in float64
-    r = -e * (e + 2.0).reciprocal()
-    return (x == 0.0).where(x, (x < 0.0).where(-r, r))
+    """x P(x^2) near 0, where 1 - 2 / (e^2x + 1) would cancel; (1 - e) / (1 + e) with e = e^(-2|x|)
+    <= e^-1 beyond, where nothing cancels. No log (the expm1 of Kahan's trick needs one, a scalar
+    libm call that kept the kernel from being vectorized)."""
+    f = _format(x, "tanh")
+    a = abs(x)
+    e = exp(_at_most(a, 20.0) * -2.0)  # tanh(20) rounds to 1 in float64
+    far = (1.0 + -e) * (1.0 + e).reciprocal()
+    near = x * _horner(x * x, _TANH_TAYLOR[: f.tanh_terms])  # odd: -0.0 stays -0.0
+    return (a < _TANH_NEAR).where(near, (x < 0.0).where(-far, far))
 
 
 def tanh_grad(x: FloatTensor) -> FloatTensor:

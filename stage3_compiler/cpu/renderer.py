@@ -317,7 +317,12 @@ class CRenderer(Renderer):
     def render_cast(self, src: Source, u: UOp) -> None:
         src.names[id(u)] = u.name
         x, t = src.names[id(u.srcs[0])], self.ctype(u.dtype)
-        value = f"({t})({x}!=0)" if u.dtype is dtypes.bool else f"({t})({x})"
+        if u.dtype is dtypes.bool:
+            value = f"({t})({x}!=0)"
+        elif u.srcs[0].dtype is dtypes.bool:  # a select: gcc vectorizes no (float) of a comparison of 64-bit ints
+            value = f"({x}?({t})1:({t})0)"
+        else:
+            value = f"({t})({x})"
         src.add(f"{t} {u.name} = {value};")
 
     def render_alu(self, src: Source, u: UOp) -> None:

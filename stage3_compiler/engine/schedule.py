@@ -13,6 +13,10 @@ computed inside the kernel that reads it, as an expression, and never stored). T
   between the 32 columns, but the exps run one at a time there, where a kernel that stores them
   runs them 16 to a vector (nanoGPT's CPU step: 57 ms with them recomputed, 52 stored, one Zen 5
   core; benchmarks/results/stage3_cpu_step.md);
+- an elementwise base costing more than EXPENSIVE ops is realized when more than one kernel would
+  compute it: nanochat's soft-capped logits (a tanh, about 60 ops a value) were recomputed in the
+  loss's row max, its sum of exps, its picked logit and the backward, four passes of 8M tanhs
+  (benchmarks/results/stage3_cpu_step.md);
 - a reduction whose only reader is an elementwise op reading it as it is (or reshaped, in the same
   order; not expanded: softmax's max is read expanded, so it stays realized), is fused the other way round:
   that reader becomes the kernel, with the reduction's loop inside it (`relu(x @ w + b)`: the
@@ -68,6 +72,8 @@ def _readers(bases: list[LazyBuffer]) -> dict[int, list[tuple[LazyBuffer, LazyBu
 
 
 CHEAP = 4  # ALU ops an expanded elementwise base may cost and still be recomputed where it is read
+EXPENSIVE = 64  # ALU ops an elementwise base may cost and still be recomputed in every kernel that reads it
+WEIGHTY = 16  # ALU ops an exp2, log2 or sine counts as
 EPILOGUE = 24  # ALU ops after a matmul that may still run inside its kernel (bias, relu, a residual add)
 MAX_DEPTH = 96  # fused ops in a chain before the chain is cut by a realized base
 
@@ -150,12 +156,43 @@ def fuse(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> list[ScheduleItem]:
         if held is not None and cost[id(b)] > EPILOGUE and matmul_product(held) is not None:
             del fused_into[id(b)]  # a long expression after a matmul's tile runs apart from it
             realize.add(id(held))
+    store_shared(bases, readers, realize, cost)
     items = []
     for b in bases:
         if id(b) not in realize or b.op is Ops.BUFFER:
             continue
         items.append(ScheduleItem(b, b if b.op in IR_REDUCE else fused_into.get(id(b))))
     return place_in_memory(merge_outputs(items))
+
+
+def store_shared(bases: list[LazyBuffer], readers: dict, realize: set[int], cost: dict[int, int]) -> None:
+    """Realize every elementwise base that costs more than EXPENSIVE and that more than one kernel
+    would compute. Users come before their sources here, so a base's kernels are known when it is
+    decided: the realized readers, and the kernels of the fused ones. Of an expensive chain read
+    by two kernels, its last base is stored, and the chain behind it is then computed once."""
+    kernels: dict[int, set[int]] = {}  # base id -> the kernels (realized base ids) that compute it
+    for b in reversed(bases):
+        found = set()
+        for reader, _ in readers.get(id(b), ()):
+            found |= {id(reader)} if id(reader) in realize else kernels.get(id(reader), set())
+        if id(b) not in realize and b.op in IR_ELEMENTWISE and len(found) > 1 and work(b, realize) > EXPENSIVE:
+            realize.add(id(b))
+        kernels[id(b)] = {id(b)} if id(b) in realize else found
+
+
+def work(b: LazyBuffer, realize: set[int]) -> int:
+    """The ALU work of computing b inside a kernel, up to realized bases: each op once, however many
+    times the expression reads it (the kernel computes a shared value once), an exp2, log2 or sine
+    (a polynomial, or a call into libm) as WEIGHTY ops."""
+    total, seen, stack = 0, set(), [b]
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        total += (WEIGHTY if x.op in (Ops.EXP2, Ops.LOG2, Ops.SIN) else 1) + sum(view_cost(s) for s in x.srcs)
+        stack.extend(s.base for s in x.srcs if s.base.op in IR_ELEMENTWISE and id(s.base) not in realize)
+    return total
 
 
 def merge_outputs(items: list[ScheduleItem]) -> list[ScheduleItem]:

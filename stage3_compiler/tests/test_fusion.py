@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from .. import GlobalCounters, Tensor
+from ..engine.schedule import create_schedule
 
 
 def realized(*shape):
@@ -165,3 +166,17 @@ def test_a_long_expression_after_a_matmul_runs_apart():
     assert count(long) == 2
     gelu = z.numpy() * 0.5 * (1 + np.vectorize(math.erf)(z.numpy() / math.sqrt(2)))
     np.testing.assert_allclose(long.numpy(), (x.numpy() @ w.numpy()) * gelu, rtol=1e-5, atol=1e-5)
+
+
+
+def test_an_expensive_value_read_by_two_kernels_is_stored_once():
+    # a soft-capped logit (a tanh: more than EXPENSIVE ops) read by a row max and a sum of exps is
+    # stored by a kernel of its own; recomputed, it would be two kernels, each computing the tanh
+    x = realized(8, 40)
+    capped = (x * 0.1).tanh() * 10
+    out = (capped - capped.max(-1, keepdim=True)).exp().sum(-1)
+    items = create_schedule([out.lazydata])
+    assert [(it.reduce is None, it.root.shape) for it in items][0] == (True, (8, 40))
+    assert count(out) == len(items) == 3
+    c = np.tanh(x.numpy().astype(np.float64) * 0.1) * 10
+    np.testing.assert_allclose(out.numpy(), np.exp(c - c.max(-1, keepdims=True)).sum(-1), rtol=1e-5)

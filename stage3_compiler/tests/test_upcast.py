@@ -50,6 +50,16 @@ def test_a_weight_read_transposed_is_copied_once_and_the_product_is_tiled():
     np.testing.assert_allclose(out.numpy(), x.numpy() @ w.numpy().T, rtol=1e-5, atol=1e-5)
 
 
+def test_an_expression_read_transposed_is_copied_as_it_is_computed():
+    x = rand(32, 64)
+    y = x * 2.0  # Muon's X @ X.T, with X an expression: the copy computes it, then the product is tiled
+    items = create_schedule([(y @ y.T).lazydata])
+    assert [it.root.op for it in items] == [Ops.CONTIGUOUS, Ops.REDUCE_ADD]
+    assert upcast_axes(items[1], CPU) == {1: 16, 0: ROWS}
+    a = x.numpy() * 2.0
+    np.testing.assert_allclose((y @ y.T).numpy(), a @ a.T, rtol=1e-5, atol=1e-4)
+
+
 def test_small_or_batched_products_are_not_copied():
     x, w = rand(8, 24), rand(12, 24, seed=1)  # each operand is read by 12 rows at most: not worth a copy
     assert len(create_schedule([(x @ w.T).lazydata])) == 1
