@@ -2,8 +2,8 @@
 measurement that chose it, reading the renderer's capabilities (codegen/renderer.py) rather than
 the device's name.
 
-- A matmul (the sum of a product whose operands are each broadcast along one output axis) gets a
-  register tile (`matmul_tile`): UPCAST on both output axes.
+- A matmul (the sum of a product whose operands are each broadcast along one output axis, or of
+  a select by a one-hot condition) gets a register tile (`matmul_tile`): UPCAST on both output axes.
 - Another reduction computes 8 (or 4, 2) outputs a pass (`upcast_axes`), or, for a row reduction
   over contiguous memory, SPLIT(8) (`split_axis`).
 - A matmul whose B no longer fits in L2 gets BLOCK; a kernel with enough work gets THREAD.
@@ -70,10 +70,10 @@ def matmul_tile(item: ScheduleItem, renderer: Renderer, stored: set[int] | None 
     sequence of symbolic length) gets a tile of one row and rows x cols columns."""
     r = item.reduce
     src, shape = r.srcs[0], r.shape
-    if not src.is_base or src.op is not Ops.MUL:
+    if not src.is_base or not (src.op is Ops.MUL or selected_product(src)):
         return {}
     rows, cols = renderer.tile
-    x, y = src.srcs
+    x, y = src.srcs[:2]
     for a, b in ((x, y), (y, x)):
         n = next((d for d in reversed(range(len(shape))) if broadcast(a, d) and contiguous_along(b, d)), None)
         m = next((d for d in reversed(range(len(shape))) if d != n and broadcast(b, d) and not broadcast(a, d)), None)
@@ -99,6 +99,14 @@ def matmul_tile(item: ScheduleItem, renderer: Renderer, stored: set[int] | None 
         if all(u > 1 for u in tile.values()):
             return tile
     return {}
+
+
+def selected_product(b: LazyBuffer) -> bool:
+    """Is b a select of a value or 0, where(cond, value, 0)? Summed, it is a matmul with a one-hot
+    operand: an embedding's lookup, sum_r where(idx[t] == r, w[r, c], 0), and its gradient. Its
+    condition is one for a whole row of the tile, so the tile's lanes select whole vectors."""
+    zero = b.srcs[2].base if b.op is Ops.WHERE else None
+    return zero is not None and zero.op is Ops.CONST and zero.buffer is None and zero.arg == 0
 
 
 def computed(v: LazyBuffer, stored: set[int]) -> bool:

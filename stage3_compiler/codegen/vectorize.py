@@ -14,7 +14,8 @@ the same computation in every lane, matched from the update back to the loads:
   scalar broadcast to every lane;
 - loads of one buffer at consecutive indices (lane k at the first lane's index + k) are one vector
   load;
-- the same ALU op (ADD, MUL, NEG) over matched operands is one vector op.
+- the same ALU op (ADD, MUL, NEG) over matched operands is one vector op, and a select (WHERE)
+  by one condition all the lanes share picks one of two matched vectors.
 The stores of a group write consecutive entries of one buffer and become one vector store when
 their values match the same way (after the loop, the accumulators); a value that does not match
 reads its lane out of the vector (GEP). What does not match stays scalar, as lowered.
@@ -74,6 +75,13 @@ class Vectorizer:
             if any((u.arg[0] - index) != Num(k) for k, u in enumerate(us)):
                 return None  # not side by side: a gather, left to the scalar code
             return self.new(UOps.LOAD, first.dtype, first.srcs, first.arg, lanes=n)
+        if first.op is UOps.ALU and first.arg is Ops.WHERE and all(u.arg is Ops.WHERE for u in us) \
+                and first.srcs[0].lanes == 1 and all(u.srcs[0] is first.srcs[0] for u in us):
+            # one condition for every lane (an embedding's row hit): C selects a whole vector by a scalar
+            srcs = [self.match(tuple(u.srcs[i] for u in us)) for i in (1, 2)]
+            if any(s is None for s in srcs):
+                return None
+            return self.new(UOps.ALU, first.dtype, (first.srcs[0], *srcs), Ops.WHERE, lanes=n)
         if first.op is UOps.ALU and first.arg in VECTOR_ALU and all(u.arg is first.arg for u in us):
             srcs = [self.match(tuple(u.srcs[i] for u in us)) for i in range(len(first.srcs))]
             if any(s is None for s in srcs):

@@ -71,6 +71,22 @@ def test_lanes_that_gather_or_take_a_max_stay_scalar():
         assert np.array_equal(run_with(item, stored, opts), scalar_bits(item, stored, opts))
 
 
+def test_an_embedding_lookup_selects_whole_vectors():
+    # sum_r where(idx[t] == r, w[r, c], 0): the row's condition is one for its 16 columns, so each
+    # row of the tile selects a vector of w's row (or zeros) into one vector accumulator
+    w = rand(32, 64)
+    idx = Tensor(np.random.default_rng(1).integers(0, 32, (16,)))
+    item, stored = last_item(w[idx])
+    kernel = lower(item, stored, CPU, None)  # the heuristics' options: a matmul's tile
+    found = vectors(kernel)
+    assert found[UOps.ACC] == {16} and found[UOps.LOAD] == {16} and found[UOps.STORE] == {16}
+    where = [u for u in kernel.uops if u.op is UOps.ALU and u.lanes == 16 and u.arg.name == "WHERE"]
+    assert where and all(u.srcs[0].lanes == 1 for u in where)  # a scalar condition picks the vector
+    opts = kernel.opts
+    assert np.array_equal(run_with(item, stored, opts), scalar_bits(item, stored, opts))
+    np.testing.assert_array_equal(w[idx].numpy(), w.numpy()[idx.numpy()])
+
+
 def test_no_upcast_no_change_and_dead_code_goes():
     item, stored = last_item(rand(64, 64).sum(1))
     kernel = lower(item, stored, CPU, ())
