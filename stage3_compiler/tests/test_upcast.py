@@ -9,7 +9,8 @@ import pytest
 
 from .. import Tensor
 from ..codegen import layouts
-from ..codegen.heuristics import upcast_axes
+from ..codegen.heuristics import heuristic_opts, upcast_axes
+from ..codegen.opts import Opt, OptOps
 from ..cpu.compiler import wide_vector_registers
 from ..cpu.runtime import cpu_runtime
 from ..engine.schedule import create_schedule
@@ -129,3 +130,24 @@ def test_a_big_matmul_reads_its_operands_packed_in_panels_of_its_tile(monkeypatc
     np.testing.assert_allclose(packed, want, rtol=1e-4, atol=1e-4)  # float32 sums of 256 products
     small = rand(16, 24) @ rand(24, 32, seed=1)  # 768 values of B: not worth a copy
     assert len(create_schedule([small.lazydata])) == 1
+
+
+def test_a_product_of_this_schedule_is_packed_as_it_is_computed():
+    # a weight gradient whose operands are themselves computed in the same schedule (under TinyJit a
+    # whole step is one): the packed copies compute them, then the product reads its panels
+    x, dy = rand(256, 64), rand(256, 96, seed=1)
+    out = (x * 2.0).T @ (dy + 1.0)
+    items = create_schedule([out.lazydata])
+    copies = [it.root.shape for it in items if it.reduce is None]
+    assert sorted(copies) == sorted([(96 // 16, 256, 16), (64 // ROWS, 256, ROWS)])
+    want = (x.numpy().astype(np.float64) * 2).T @ (dy.numpy().astype(np.float64) + 1)
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_transposing_copy_writes_sixteen_rows_a_pass():
+    x = rand(64, 48)
+    item, = create_schedule([x.T.contiguous().lazydata])
+    assert heuristic_opts(item, CPU, 1) == (Opt(OptOps.UPCAST, 0, 16),)  # 16 of x's columns: one line read
+    np.testing.assert_array_equal(x.T.contiguous().numpy(), x.numpy().T)
+    for computed in (x.T * 2.0, x + 1.0):  # a kernel that computes, or reads in its own order: no lanes
+        assert heuristic_opts(create_schedule([computed.lazydata])[0], CPU, 1) == ()
