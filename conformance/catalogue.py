@@ -948,6 +948,11 @@ def _nn(name: str, call: Callable[..., Any], ref: Callable[..., Any], cases: lis
     return Op(name, "nn", call, ref, dtypes, fixed(cases), tol=tol, **kw)
 
 
+def _seq_layers(w: Any) -> list[Callable[[Any], Any]]:
+    """Three layers for Tensor.sequential: a product with w, a relu, an affine map."""
+    return [lambda t: t @ w, lambda t: t.relu(), lambda t: t * 2 - 1]
+
+
 def _pairs(specs: list[tuple]) -> list[Case]:
     return [case(Arg(a, la), Arg(b, lb)) for a, la, b, lb in specs]
 
@@ -1017,6 +1022,9 @@ def _attention(T, q, k, v, *mask, is_causal):
 
 
 add(
+    _nn("sequential", lambda T, x, w: x.sequential(_seq_layers(w)),
+        lambda a, w: np.maximum(a @ w, 0) * 2 - 1,
+        [case(Arg((3, 4)), Arg((4, 5))), case(Arg((2, 3, 4), "T"), Arg((4, 2)))]),
     _nn("matmul", lambda T, x, y: x.matmul(y), np.matmul, _MATMUL, dtypes=NUMERIC),
     _nn("matmul_large", lambda T, x, y: x.matmul(y), np.matmul, _MATMUL_LARGE, dtypes=NUMERIC, tol=LARGE_GEMM,
         capability="matmul"),
@@ -1397,6 +1405,7 @@ TORCH: dict[str, Callable[..., Any]] = {
     "cummin": lambda t, x, axis: t.cummin(x, axis)[0] if x.numel() else x * 1,
     "logcumsumexp": lambda t, x, axis: t.logcumsumexp(x, axis),
     # linear algebra and nn
+    "sequential": lambda t, x, w: _seq_layers(w)[2](_seq_layers(w)[1](_seq_layers(w)[0](x))),
     "matmul": lambda t, x, y: t.matmul(x, y),
     "dot": lambda t, x, y: t.matmul(x, y),
     "linear": lambda t, x, w, *b: x @ w + (b[0] if b else 0),

@@ -227,6 +227,7 @@ ERRORS = [
     Bad("logcumsumexp-bool", lambda T, s: T([True]).logcumsumexp(), TypeError, "logcumsumexp", "bool"),
     Bad("bitwise_and-float", lambda T, s: _ones(T, 2).bitwise_and(_ones(T, 2)), TypeError, r"and|bitwise",
         "float32"),
+    Bad("sequential-not-callable", lambda T, s: _ones(T, 2).sequential([3]), TypeError, "sequential", "int"),
     # RuntimeError: devices
     Bad("device-create", lambda T, s: T([1.0, 2.0], device=_other_device(s)), RuntimeError, r"device|Tensor",
         r"(?i)cuda|tpu"),

@@ -640,6 +640,16 @@ class SurfaceMixin(TensorCore):
 
     # ---- bitwise, by name ----
 
+    def sequential(self, layers) -> Self:
+        """Each layer called on the one before's output, in order (tinygrad's Tensor.sequential, which
+        its MNIST example calls): x.sequential([f, g]) is g(f(x)); no layers give x itself."""
+        out = self
+        for layer in layers:
+            if not callable(layer):
+                raise TypeError(f"sequential: every layer must be callable, got {type(layer).__name__}")
+            out = layer(out)
+        return out
+
     def bitwise_and(self, other) -> Self:
         return self & other
 
