@@ -13,10 +13,10 @@ computed inside the kernel that reads it, as an expression, and never stored). T
   between the 32 columns, but the exps run one at a time there, where a kernel that stores them
   runs them 16 to a vector (nanoGPT's CPU step: 57 ms with them recomputed, 52 stored, one Zen 5
   core; benchmarks/results/stage3_cpu_step.md);
-- an elementwise base costing more than EXPENSIVE ops is realized when more than one kernel would
-  compute it: nanochat's soft-capped logits (a tanh, about 60 ops a value) were recomputed in the
-  loss's row max, its sum of exps, its picked logit and the backward, four passes of 8M tanhs
-  (benchmarks/results/stage3_cpu_step.md);
+- an elementwise base whose work (`work`: each op once) is more than EXPENSIVE is realized when
+  more than one kernel would compute it: nanochat's soft-capped logits (a tanh) were recomputed in
+  the loss's row max, its sum of exps, its picked logit and the backward, four passes of 8M tanhs
+  (benchmarks/results/stage3_nanochat_step.md);
 - a reduction whose only reader is an elementwise op reading it as it is (or reshaped, in the same
   order; not expanded: softmax's max is read expanded, so it stays realized), is fused the other way round:
   that reader becomes the kernel, with the reduction's loop inside it (`relu(x @ w + b)`: the
@@ -156,7 +156,7 @@ def fuse(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> list[ScheduleItem]:
         if held is not None and cost[id(b)] > EPILOGUE and matmul_product(held) is not None:
             del fused_into[id(b)]  # a long expression after a matmul's tile runs apart from it
             realize.add(id(held))
-    store_shared(bases, readers, realize, cost)
+    store_shared(bases, readers, realize)
     items = []
     for b in bases:
         if id(b) not in realize or b.op is Ops.BUFFER:
@@ -165,7 +165,7 @@ def fuse(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> list[ScheduleItem]:
     return place_in_memory(merge_outputs(items))
 
 
-def store_shared(bases: list[LazyBuffer], readers: dict, realize: set[int], cost: dict[int, int]) -> None:
+def store_shared(bases: list[LazyBuffer], readers: dict, realize: set[int]) -> None:
     """Realize every elementwise base that costs more than EXPENSIVE and that more than one kernel
     would compute. Users come before their sources here, so a base's kernels are known when it is
     decided: the realized readers, and the kernels of the fused ones. Of an expensive chain read
