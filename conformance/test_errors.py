@@ -3,10 +3,12 @@
 Each class of bad input raises the named exception, and the message names the op and the
 shapes (or the dtype / device) involved:
 - ValueError: shapes and values (broadcasting, matmul inner dims, reshape size and two -1s,
-  cat/stack of mismatched shapes, expand, pad, shrink, split, conv2d channels, a singular solve);
-- IndexError: out-of-range int indices, axes and integer-index-tensor values;
-- TypeError: unsupported dtypes (numpy uint8 / complex / float16 input, casts to them), a float
-  tensor used as an index, `-` on bool, bitwise ops on floats;
+  cat/stack of mismatched shapes, expand, pad, shrink, split, conv2d channels, a singular solve).
+  Each is also a RuntimeError (the stage's ArgumentError is both), the type torch and tinygrad raise;
+- IndexError: out-of-range int indices, axes and integer-index-tensor values, a float tensor used
+  as an index, cat of 0-d tensors;
+- TypeError: unsupported dtypes (numpy uint8 / complex / float16 input, casts to them), `-` on
+  bool, bitwise ops on floats;
 - RuntimeError: a device the stage does not have.
 test_bad_inputs_never_crash feeds all of them, and more, to a child interpreter and checks it
 exits normally (a segfault in a kernel would kill it).
@@ -202,12 +204,14 @@ ERRORS = [
     Bad("unsqueeze-axis", lambda T, s: _ones(T, 2, 3).unsqueeze(4), IndexError, "unsqueeze", shape(2, 3)),
     Bad("flip-axis", lambda T, s: _ones(T, 2, 3).flip(2), IndexError, "flip", shape(2, 3)),
     Bad("cat-dim", lambda T, s: _ones(T, 2, 3).cat(_ones(T, 2, 3), dim=2), IndexError, "cat", shape(2, 3)),
+    Bad("cat-0d", lambda T, s: T(1.0).cat(T(2.0)), IndexError, "cat", "zero-dimensional"),
+    Bad("cumsum-0d-axis", lambda T, s: T(1.0).cumsum(axis=1), IndexError, "cumsum", "axis 1"),
+    Bad("float-index", lambda T, s: _ones(T, 3)[T([0.0, 1.0])], IndexError, r"getitem|index", "float32"),
     # TypeError: dtypes
     Bad("numpy-uint8", lambda T, s: T(np.zeros(3, np.uint8)), TypeError, r"Tensor|dtype", "uint8"),
     Bad("numpy-complex", lambda T, s: T(np.zeros(3, np.complex64)), TypeError, r"Tensor|dtype", "complex64"),
     Bad("dtype-name", lambda T, s: T.zeros(2, dtype="complex64"), TypeError, r"zeros|dtype", "complex64"),
     Bad("cast-uint8", lambda T, s: _ones(T, 2).cast(np.uint8), TypeError, r"cast|dtype", "uint8"),
-    Bad("float-index", lambda T, s: _ones(T, 3)[T([0.0, 1.0])], TypeError, r"getitem|index", "float32"),
     Bad("bool-sub", lambda T, s: T([True, False]) - T([False, False]), TypeError, r"sub|-", "bool"),
     Bad("bool-neg", lambda T, s: -T([True, False]), TypeError, r"neg|-", "bool"),
     Bad("float-and", lambda T, s: _ones(T, 2) & _ones(T, 2), TypeError, r"and|&|bitwise|logical", "float32"),
@@ -246,6 +250,13 @@ def test_error(stage, bad):
     assert re.search(bad.op, message,
                      re.IGNORECASE), f"the message {message!r} does not name the op /{bad.op}/"
     assert re.search(bad.detail, message), f"the message {message!r} does not name /{bad.detail}/"
+
+
+@pytest.mark.parametrize("bad", [p for p in PARAMS if p.values[0].exc is ValueError])
+def test_value_errors_are_runtime_errors(stage, bad):
+    """torch, and tinygrad since 0.10, raise RuntimeError for these: code written for them catches ours."""
+    with pytest.raises(RuntimeError):
+        bad.fn(stage.module.Tensor, stage)
 
 
 # More bad inputs for the child: they must raise some Python exception, never crash.

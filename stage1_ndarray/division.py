@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Self
 
 from .dtype import dtypes
+from .errors import ArgumentError
 from .hooks import TensorCore
 
 _BITS = {"int32": 32, "int64": 64}
@@ -32,7 +33,7 @@ class DivisionMixin(TensorCore):
     def _div_rounded(self, x, reflected: bool, rounding_mode: str, name: str = "div") -> Self:
         """a / b rounded down ("floor") or toward zero ("trunc"), in the operands' promoted dtype."""
         if rounding_mode not in ("floor", "trunc"):
-            raise ValueError(f"{name}: rounding_mode must be None, 'floor' or 'trunc', got {rounding_mode!r}")
+            raise ArgumentError(f"{name}: rounding_mode must be None, 'floor' or 'trunc', got {rounding_mode!r}")
         a, b = self._int_operands(name, x, reflected)
         if a.dtype.is_float:
             q = a / b
@@ -59,7 +60,7 @@ class DivisionMixin(TensorCore):
             a, b = a.cast(dtypes.default_int), b.cast(dtypes.default_int)
         zero = x == 0 if not isinstance(x, TensorCore) else b.numel() and bool((b == 0).any().item())
         if not a.dtype.is_float and zero:
-            raise ValueError(f"{name}: integer division by zero (divisor of shape {b.shape})")
+            raise ArgumentError(f"{name}: integer division by zero (divisor of shape {b.shape})")
         return a, b
 
     def _floor_divmod(self, b: Self, name: str) -> tuple[Self, Self]:
@@ -96,7 +97,7 @@ class DivisionMixin(TensorCore):
         if self.dtype.is_float or self.dtype is dtypes.bool:
             raise TypeError(f"{name}: shifts take an int tensor, got {self.dtype.name} of shape {self.shape}")
         if not isinstance(bits, int) or not 0 <= bits < _BITS[self.dtype.name] - 1:
-            raise ValueError(f"{name}: shift must be an int in [0, {_BITS[self.dtype.name] - 1}) for "
+            raise ArgumentError(f"{name}: shift must be an int in [0, {_BITS[self.dtype.name] - 1}) for "
                              f"{self.dtype.name}, got {bits!r}")
         return 2**bits
 

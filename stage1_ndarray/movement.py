@@ -11,6 +11,7 @@ import numpy as np
 from .ckernels import ffi, int64s
 from .device import check, check_same
 from .dtype import dtypes
+from .errors import ArgumentError
 from .hooks import TensorCore
 from .shape import (
     MAX_DIMS,
@@ -46,7 +47,7 @@ class MovementMixin(TensorCore):
     def reshape(self, *shape) -> Self:
         new = resolve_reshape("reshape", self.shape, _argfix(*shape))
         if len(new) > MAX_DIMS:
-            raise ValueError(f"reshape: at most {MAX_DIMS} dims are supported, got {len(new)}")
+            raise ArgumentError(f"reshape: at most {MAX_DIMS} dims are supported, got {len(new)}")
         strides = reshape_strides(self.shape, self._strides, new)
         if strides is None:  # the layout cannot be re-strided: copy, as numpy does
             base = self.contiguous()
@@ -60,7 +61,7 @@ class MovementMixin(TensorCore):
         order = _argfix(*order)
         axes = tuple(normalize_axis("permute", a, self.ndim, self.shape) for a in order)
         if sorted(axes) != list(range(self.ndim)):
-            raise ValueError(f"permute: {order} is not a permutation of the dims of shape {self.shape}")
+            raise ArgumentError(f"permute: {order} is not a permutation of the dims of shape {self.shape}")
         if self.ndim == 0:
             return self
         return self._view(self, tuple(self.shape[a] for a in axes),
@@ -76,7 +77,7 @@ class MovementMixin(TensorCore):
     def expand(self, *shape) -> Self:
         shape = _argfix(*shape)
         if len(shape) < self.ndim:
-            raise ValueError(f"expand: cannot expand shape {self.shape} to fewer dims {shape}")
+            raise ArgumentError(f"expand: cannot expand shape {self.shape} to fewer dims {shape}")
         lead = len(shape) - self.ndim
         new, strides = [], []
         for d, want in enumerate(shape):
@@ -91,8 +92,8 @@ class MovementMixin(TensorCore):
                 new.append(want)
                 strides.append(0)
             else:
-                raise ValueError(f"expand: cannot expand shape {self.shape} to {shape}: "
-                                 f"dim {d} has size {have}, expected it to be 1 or {want}")
+                raise ArgumentError(f"expand: cannot expand shape {self.shape} to {shape}: "
+                                    f"dim {d} has size {have}, expected it to be 1 or {want}")
         return self._view(self, tuple(new), tuple(strides), self._offset)
 
     def _broadcast_to(self, shape) -> Self:
@@ -100,14 +101,14 @@ class MovementMixin(TensorCore):
 
     def shrink(self, arg) -> Self:
         if len(arg) != self.ndim:
-            raise ValueError(f"shrink: need one (start, end) per dim of {self.shape}, got {arg}")
+            raise ArgumentError(f"shrink: need one (start, end) per dim of {self.shape}, got {arg}")
         offset = self._offset
         shape = []
         for n, s, bounds in zip(self.shape, self._strides, arg, strict=True):
             start, end = (0, n) if bounds is None else bounds
             if not 0 <= start <= end <= n:
-                raise ValueError(f"shrink: bounds {(start, end)} are outside a dim of size {n} "
-                                 f"in shape {self.shape}")
+                raise ArgumentError(f"shrink: bounds {(start, end)} are outside a dim of size {n} "
+                                    f"in shape {self.shape}")
             offset += start * s if end > start else 0
             shape.append(end - start)
         return self._view(self, tuple(shape), self._strides, offset)
@@ -160,18 +161,18 @@ class MovementMixin(TensorCore):
         pads = list(padding)
         if pads and all(isinstance(p, int) for p in pads):  # torch's flat form, last dim first
             if len(pads) % 2 or len(pads) // 2 > self.ndim:
-                raise ValueError(f"pad: flat padding {padding} needs an even count <= 2*{self.ndim}")
+                raise ArgumentError(f"pad: flat padding {padding} needs an even count <= 2*{self.ndim}")
             pairs = [(pads[i], pads[i + 1]) for i in range(0, len(pads), 2)][::-1]
             pads = [None] * (self.ndim - len(pairs)) + pairs
         if len(pads) != self.ndim:
-            raise ValueError(f"pad: need one (before, after) per dim of {self.shape}, got {padding}")
+            raise ArgumentError(f"pad: need one (before, after) per dim of {self.shape}, got {padding}")
         pads = [(0, 0) if p is None else (int(p[0]), int(p[1])) for p in pads]
         if mode != "constant":
             return self._pad_mode(pads, mode)  # reflect, replicate, circular: views and cats (surface.py)
         # Negative padding crops first, then the rest is a fill plus a copy into the interior.
         crop = tuple((max(-b, 0), n - max(-a, 0)) for n, (b, a) in zip(self.shape, pads, strict=True))
         if any(lo > hi for lo, hi in crop):
-            raise ValueError(f"pad: padding {padding} crops more than shape {self.shape} holds")
+            raise ArgumentError(f"pad: padding {padding} crops more than shape {self.shape} holds")
         x = self.shrink(crop)
         grow = [(max(b, 0), max(a, 0)) for b, a in pads]
         out = self.full(tuple(n + b + a for n, (b, a) in zip(x.shape, grow, strict=True)), value, self.dtype,
@@ -183,12 +184,12 @@ class MovementMixin(TensorCore):
         tensors = list(self) if isinstance(self, (list, tuple)) else [self, *args]
         first = tensors[0]
         if first.ndim == 0:
-            raise ValueError("cat: zero-dimensional tensors cannot be concatenated")
+            raise IndexError("cat: a zero-dimensional tensor has no dim to concatenate along")
         d = normalize_axis("cat", dim, first.ndim, first.shape)
         for t in tensors[1:]:
             if t.ndim != first.ndim or any(a != b for k, (a, b) in enumerate(zip(t.shape, first.shape, strict=True))
                                            if k != d):
-                raise ValueError(f"cat: shapes {first.shape} and {t.shape} must match except in dim {d}")
+                raise ArgumentError(f"cat: shapes {first.shape} and {t.shape} must match except in dim {d}")
         check_same("cat", *tensors)
         dtype = first.dtype
         for t in tensors[1:]:
@@ -208,7 +209,7 @@ class MovementMixin(TensorCore):
         tensors = list(self) if isinstance(self, (list, tuple)) else [self, *args]
         shapes = {t.shape for t in tensors}
         if len(shapes) > 1:
-            raise ValueError(f"stack: every tensor must have the same shape, got {sorted(shapes)}")
+            raise ArgumentError(f"stack: every tensor must have the same shape, got {sorted(shapes)}")
         d = normalize_axis("stack", dim, tensors[0].ndim + 1, tensors[0].shape)
         return MovementMixin.cat(*[t.unsqueeze(d) for t in tensors], dim=d)
 
@@ -217,10 +218,10 @@ class MovementMixin(TensorCore):
         n = self.shape[d]
         if isinstance(sizes, int):
             if sizes <= 0:
-                raise ValueError(f"split: split size must be positive, got {sizes}")
+                raise ArgumentError(f"split: split size must be positive, got {sizes}")
             sizes = [min(sizes, n - s) for s in range(0, n, sizes)] or [0]
         if sum(sizes) != n:
-            raise ValueError(f"split: sizes {list(sizes)} must add up to dim {d} of shape {self.shape}")
+            raise ArgumentError(f"split: sizes {list(sizes)} must add up to dim {d} of shape {self.shape}")
         out, start = [], 0
         for s in sizes:
             out.append(self.shrink(tuple((start, start + s) if k == d else None for k in range(self.ndim))))
@@ -229,14 +230,14 @@ class MovementMixin(TensorCore):
 
     def chunk(self, chunks: int, dim: int = 0) -> tuple[Self, ...]:
         if chunks <= 0:
-            raise ValueError(f"chunk: chunks must be positive, got {chunks}")
+            raise ArgumentError(f"chunk: chunks must be positive, got {chunks}")
         d = normalize_axis("chunk", dim, self.ndim, self.shape)
         return self.split(max(1, math.ceil(self.shape[d] / chunks)), d)
 
     def repeat(self, *repeats) -> Self:
         repeats = _argfix(*repeats)
         if len(repeats) < self.ndim:
-            raise ValueError(f"repeat: need at least {self.ndim} repeats for shape {self.shape}, got {repeats}")
+            raise ArgumentError(f"repeat: need at least {self.ndim} repeats for shape {self.shape}, got {repeats}")
         x = self.reshape((1,) * (len(repeats) - self.ndim) + self.shape)
         inter = tuple(k for n in x.shape for k in (1, n))
         wide = tuple(k for r, n in zip(repeats, x.shape, strict=True) for k in (r, n))
@@ -245,6 +246,9 @@ class MovementMixin(TensorCore):
     # ---- indexing ----
 
     def __getitem__(self, index) -> Self:
+        if isinstance(index, list) and any(_is_index_array(i) or isinstance(i, slice) or i is None or i is Ellipsis
+                                           for i in index):
+            index = tuple(index)  # torch's rule: a list holding sequences, tensors or slices is a tuple of indices
         if _is_mask(index):  # x[mask]: the selected rows, by a one-hot select (scatter.py)
             return self._select_mask(index if isinstance(index, TensorCore) else self._like(index))
         view, advanced = self._basic_index(index if isinstance(index, tuple) else (index,))
@@ -254,7 +258,6 @@ class MovementMixin(TensorCore):
         """Apply ints, slices, None and ... as a view; keep array-indexed dims for _gather."""
         if sum(item is Ellipsis for item in index) > 1:
             raise IndexError("getitem: an index can only have a single ellipsis ('...')")
-        has_array = any(_is_index_array(item) for item in index)
         consumed = sum(item is not None and item is not Ellipsis for item in index)
         if consumed > self.ndim:
             raise IndexError(f"getitem: too many indices for tensor of shape {self.shape}: "
@@ -274,7 +277,7 @@ class MovementMixin(TensorCore):
             n, s = self.shape[dim], self._strides[dim]
             if isinstance(item, (bool, np.bool_)):
                 raise TypeError("getitem: boolean indices are not supported; use where()")
-            if isinstance(item, (int, np.integer)) and not has_array:
+            if isinstance(item, (int, np.integer)):  # selects, even beside index arrays (torch's rule)
                 i = int(item)
                 if not -n <= i < n:
                     raise IndexError(f"getitem: index {i} is out of bounds for axis {dim} with size {n} "
@@ -282,13 +285,13 @@ class MovementMixin(TensorCore):
                 offset += (i % n) * s
             elif isinstance(item, slice):
                 if item.step == 0:
-                    raise ValueError("getitem: slice step cannot be zero")
+                    raise ArgumentError("getitem: slice step cannot be zero")
                 start, stop, step = item.indices(n)
                 length = len(range(start, stop, step))
                 offset += start * s if length else 0
                 shape.append(length)
                 strides.append(s * step)
-            elif isinstance(item, (int, np.integer)) or _is_index_array(item):
+            elif _is_index_array(item):
                 advanced.append((k, len(shape), item, n, s))
                 shape.append(n)
                 strides.append(s)
@@ -306,7 +309,7 @@ class MovementMixin(TensorCore):
             t = item.to(self.device) if isinstance(item, TensorCore) else self._like(
                 item if not isinstance(item, (list, tuple)) else list(item) or np.zeros(0, np.int64))
             if not t.dtype.is_int:
-                raise TypeError(f"getitem: index arrays must be integers, got {t.dtype.name}")
+                raise IndexError(f"getitem: index arrays must be integers, got {t.dtype.name}")
             t = t.cast(dtypes.int64)
             t = (t < 0).where(t + n, t)
             if t.numel() and (t.min().item() < 0 or t.max().item() >= n):
@@ -327,9 +330,9 @@ class MovementMixin(TensorCore):
         check(self._buf.kernels.gather(self.dtype.itemsize, out._ptr(), self._ptr(),
                                        ffi.cast("int64_t *", offsets._ptr()), prod(b_shape),
                                        len(shape), int64s(shape), int64s(sa)), "gather", "getitem", self)
-        positions = [k for k, _, _, _, _ in advanced]
+        positions = [pos for _, pos, _, _, _ in advanced]  # where each array's dim was after the ints went
         if positions != list(range(positions[0], positions[0] + len(positions))):
-            return out  # separated index arrays: their dims go first, as in numpy
+            return out  # index arrays apart (a slice or None between them): their dims go first, as in numpy
         p, nb = advanced[0][1], len(b_shape)
         order = [nb + j for j in range(p)] + list(range(nb)) + [nb + j for j in range(p, len(rest))]
         return out.permute(order)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Self
 
 from .dtype import dtypes
+from .errors import ArgumentError
 from .hooks import TensorCore
 
 
@@ -37,10 +38,10 @@ class SamplingMixin(TensorCore):
         a uniform number falls into one step of the weights' running sum. Without replacement only
         one sample is drawn, as in tinygrad."""
         if self.ndim not in (1, 2) or not self.dtype.is_float or 0 in self.shape:
-            raise ValueError(f"multinomial: expected float weights of shape (n,) or (rows, n) with n > 0, "
-                             f"got {self.dtype.name} {self.shape}")
+            raise ArgumentError(f"multinomial: expected float weights of shape (n,) or (rows, n) with n > 0, "
+                                f"got {self.dtype.name} {self.shape}")
         if not isinstance(num_samples, int) or num_samples < 1 or (not replacement and num_samples != 1):
-            raise ValueError(f"multinomial: num_samples must be >= 1, and 1 without replacement, got {num_samples}")
+            raise ArgumentError(f"multinomial: num_samples must be >= 1, and 1 without replacement, got {num_samples}")
         weights = self if self.ndim == 2 else self.unsqueeze(0)
         steps = weights.cumsum(1)
         steps = (steps / steps[:, -1:]).unsqueeze(1)  # (rows, 1, n), its last step exactly 1
@@ -52,5 +53,5 @@ class SamplingMixin(TensorCore):
     def randperm(cls, n: int, device: str | None = None, dtype=None) -> Self:
         """A random permutation of 0..n-1: the order that sorts n uniform numbers (n^2 work, as sort)."""
         if not isinstance(n, int) or n < 0:
-            raise ValueError(f"randperm: n must be an int >= 0, got {n!r}")
+            raise ArgumentError(f"randperm: n must be an int >= 0, got {n!r}")
         return cls.rand(n, device=device).argsort().cast(dtype or dtypes.default_int)

@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from .errors import ArgumentError
+
 Shape = tuple[int, ...]
 
 MAX_DIMS = 64  # the C walk keeps one index per dim on the stack
@@ -44,7 +46,7 @@ def broadcast_shapes(op: str, *shapes: Shape) -> Shape:
         sizes = {s[d - ndim + len(s)] for s in shapes if d - ndim + len(s) >= 0} - {1}
         if len(sizes) > 1:
             shown = " and ".join(str(tuple(s)) for s in shapes)
-            raise ValueError(f"{op}: cannot broadcast shapes {shown}: dims must match or be 1")
+            raise ArgumentError(f"{op}: cannot broadcast shapes {shown}: dims must match or be 1")
         out.append(sizes.pop() if sizes else 1)
     return tuple(out)
 
@@ -67,26 +69,31 @@ def normalize_axes(op: str, axis, ndim: int, shape: Shape | None = None) -> tupl
     if ndim == 0:
         return ()
     if len(set(out)) != len(out):
-        raise ValueError(f"{op}: repeated axis in {axis} for shape {tuple(shape or ())}")
+        raise ArgumentError(f"{op}: repeated axis in {axis} for shape {tuple(shape or ())}")
     return out
 
 
 def resolve_reshape(op: str, old: Shape, new: Sequence[int]) -> Shape:
-    """Fill in one -1 and check that the element count is kept."""
+    """Fill in one -1, keep the old dim where new has None (tinygrad's), and check that the element count
+    is kept."""
+    if any(n is None for n in new):
+        if len(new) > len(old):
+            raise ArgumentError(f"{op}: None keeps a dim of {old}, but {tuple(new)} has more dims")
+        new = tuple(old[i] if n is None else n for i, n in enumerate(new))
     new = tuple(int(n) for n in new)
     if new.count(-1) > 1:
-        raise ValueError(f"{op}: can only infer one dimension, got {new}")
+        raise ArgumentError(f"{op}: can only infer one dimension, got {new}")
     if any(n < -1 for n in new):
-        raise ValueError(f"{op}: negative dimension in {new}")
+        raise ArgumentError(f"{op}: negative dimension in {new}")
     total = prod(old)
     if -1 in new:
         known = prod(n for n in new if n != -1)
         if known == 0 or total % known:
-            raise ValueError(f"{op}: cannot reshape {old} ({total} elements) into {new}")
+            raise ArgumentError(f"{op}: cannot reshape {old} ({total} elements) into {new}")
         new = tuple(total // known if n == -1 else n for n in new)
     if prod(new) != total:
-        raise ValueError(f"{op}: cannot reshape {old} ({total} elements) into {new} "
-                         f"({prod(new)} elements)")
+        raise ArgumentError(f"{op}: cannot reshape {old} ({total} elements) into {new} "
+                            f"({prod(new)} elements)")
     return new
 
 

@@ -17,6 +17,7 @@ import math
 from typing import Self
 
 from .dtype import dtypes
+from .errors import ArgumentError
 from .hooks import TensorCore
 from .shape import normalize_axis
 
@@ -99,7 +100,7 @@ class SortingMixin(TensorCore):
         a = normalize_axis("topk", dim, self.ndim, self.shape)
         n = self.shape[a] if self.ndim else 1
         if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= n:
-            raise ValueError(f"topk: k must be an int in [0, {n}] for shape {self.shape} on dim {a}, got {k!r}")
+            raise ArgumentError(f"topk: k must be an int in [0, {n}] for shape {self.shape} on dim {a}, got {k!r}")
         values, indices = self.sort(a, descending=largest)
         if self.ndim == 0:
             return values, indices

@@ -24,6 +24,7 @@ import math
 from typing import Self
 
 from .dtype import dtypes
+from .errors import ArgumentError
 from .hooks import TensorCore
 
 
@@ -31,7 +32,7 @@ def _ints(x, n: int, name: str, what: str, minimum: int = 1) -> tuple[int, ...]:
     """An int for every spatial dim, or one int a dim."""
     t = (x,) * n if isinstance(x, int) else tuple(x)
     if len(t) != n or any(not isinstance(v, int) or v < minimum for v in t):
-        raise ValueError(f"{name}: {what} must be an int or {n} ints >= {minimum}, got {x}")
+        raise ArgumentError(f"{name}: {what} must be an int or {n} ints >= {minimum}, got {x}")
     return t
 
 
@@ -39,8 +40,8 @@ def _pads(padding, n: int, name: str) -> list[tuple[int, int]]:
     """(before, after) for each of n spatial dims, first dim first."""
     p = (padding,) * n if isinstance(padding, int) else tuple(padding)
     if not all(isinstance(v, int) for v in p) or len(p) not in (n, 2 * n):
-        raise ValueError(f"{name}: padding must be an int, {n} ints or {2 * n} ints (torch's flat form, "
-                         f"last dim first), got {padding}")
+        raise ArgumentError(f"{name}: padding must be an int, {n} ints or {2 * n} ints (torch's flat form, "
+                            f"last dim first), got {padding}")
     if len(p) == n:
         return [(v, v) for v in p]
     return [(p[2 * i], p[2 * i + 1]) for i in range(n)][::-1]
@@ -60,8 +61,8 @@ class ConvolutionMixin(TensorCore):
         out = tuple((size - d * (k - 1) - 1) // s + 1
                     for size, k, s, d in zip(self.shape[-n:], kernel, stride, dilation, strict=True))
         if any(o <= 0 for o in out):
-            raise ValueError(f"{name}: kernel {tuple(kernel)} with dilation {tuple(dilation)} does not fit input "
-                             f"{self.shape}")
+            raise ArgumentError(f"{name}: kernel {tuple(kernel)} with dilation {tuple(dilation)} does not fit input "
+                                f"{self.shape}")
         taps = [self[(Ellipsis,) + tuple(slice(t * d, t * d + s * (o - 1) + 1, s)
                                          for t, d, s, o in zip(tap, dilation, stride, out, strict=True))]
                 for tap in itertools.product(*(range(k) for k in kernel))]
@@ -81,13 +82,13 @@ class ConvolutionMixin(TensorCore):
         the weight's dims say how many spatial dims there are (1, 2, 3...)."""
         n = weight.ndim - 2
         if n < 1 or self.ndim != n + 2:
-            raise ValueError(f"conv2d: expected x (N, Cin, *spatial) and weight (Cout, Cin/groups, *kernel) with "
-                             f"the same spatial dims, got {self.shape} and {weight.shape}")
+            raise ArgumentError(f"conv2d: expected x (N, Cin, *spatial) and weight (Cout, Cin/groups, *kernel) with "
+                                f"the same spatial dims, got {self.shape} and {weight.shape}")
         N, C = self.shape[:2]
         cout, cin_g, kernel = weight.shape[0], weight.shape[1], weight.shape[2:]
         if not isinstance(groups, int) or groups < 1 or C != cin_g * groups or cout % groups:
-            raise ValueError(f"conv2d: input channels {C} must equal {cin_g} * groups ({groups}) and "
-                             f"out channels {cout} must divide by groups (x {self.shape}, weight {weight.shape})")
+            raise ArgumentError(f"conv2d: input channels {C} must equal {cin_g} * groups ({groups}) and "
+                                f"out channels {cout} must divide by groups (x {self.shape}, weight {weight.shape})")
         pads = _pads(padding, n, "conv2d")
         x = self.pad([(0, 0), (0, 0)] + pads) if any(p != (0, 0) for p in pads) else self
         cols = x._windows("conv2d", kernel, _ints(stride, n, "conv2d", "stride"),
@@ -105,25 +106,25 @@ class ConvolutionMixin(TensorCore):
         O = (S - 1) * stride - pad_before - pad_after + dilation * (K - 1) + output_padding + 1."""
         name, n = "conv_transpose2d", weight.ndim - 2
         if n < 1 or self.ndim != n + 2:
-            raise ValueError(f"{name}: expected x (N, Cin, *spatial) and weight (Cin, Cout/groups, *kernel) with "
-                             f"the same spatial dims, got {self.shape} and {weight.shape}")
+            raise ArgumentError(f"{name}: expected x (N, Cin, *spatial) and weight (Cin, Cout/groups, *kernel) with "
+                                f"the same spatial dims, got {self.shape} and {weight.shape}")
         cin, cout_g, kernel = weight.shape[0], weight.shape[1], weight.shape[2:]
         if not isinstance(groups, int) or groups < 1 or self.shape[1] != cin or cin % groups:
-            raise ValueError(f"{name}: input channels {self.shape[1]} must equal the weight's first dim {cin}, "
-                             f"which must divide by groups ({groups}) (x {self.shape}, weight {weight.shape})")
+            raise ArgumentError(f"{name}: input channels {self.shape[1]} must equal the weight's first dim {cin}, "
+                                f"which must divide by groups ({groups}) (x {self.shape}, weight {weight.shape})")
         stride, dilation = _ints(stride, n, name, "stride"), _ints(dilation, n, name, "dilation")
         extra = _ints(output_padding, n, name, "output_padding", 0)
         if any(e >= max(s, d) for e, s, d in zip(extra, stride, dilation, strict=True)):
-            raise ValueError(f"{name}: output_padding {extra} must be smaller than stride {stride} or dilation "
-                             f"{dilation}")
+            raise ArgumentError(f"{name}: output_padding {extra} must be smaller than stride {stride} or dilation "
+                                f"{dilation}")
         pads = _pads(padding, n, name)
         full = [(d * (k - 1) - lo, d * (k - 1) - hi + e)
                 for k, d, (lo, hi), e in zip(kernel, dilation, pads, extra, strict=True)]
         out = [(size - 1) * s + 1 + lo + hi - d * (k - 1)
                for size, s, (lo, hi), k, d in zip(self.shape[2:], stride, full, kernel, dilation, strict=True)]
         if any(size == 0 for size in self.shape[2:]) or any(o <= 0 for o in out):
-            raise ValueError(f"{name}: input {self.shape} with weight {weight.shape}, stride {stride}, padding "
-                             f"{padding} gives an empty output {tuple(out)}")
+            raise ArgumentError(f"{name}: input {self.shape} with weight {weight.shape}, stride {stride}, padding "
+                                f"{padding} gives an empty output {tuple(out)}")
         x = self
         for d, s in enumerate(stride):
             x = x._spread(2 + d, s) if s > 1 else x
@@ -140,7 +141,7 @@ class ConvolutionMixin(TensorCore):
         k = _kernel(kernel_size, name)
         n = len(k)
         if self.ndim < n:
-            raise ValueError(f"{name}: a {n}-d window needs an input with at least {n} dims, got shape {self.shape}")
+            raise ArgumentError(f"{name}: a {n}-d window needs an input with at least {n} dims, got shape {self.shape}")
         s = k if stride is None else _ints(stride, n, name, "stride")
         return (k, s, _ints(dilation, n, name, "dilation")), _pads(padding, n, name)
 
@@ -209,7 +210,7 @@ class ConvolutionMixin(TensorCore):
         else:
             size = tuple(output_size)[-n:]
         if len(size) != n or any(not isinstance(v, int) or v < 0 for v in size):
-            raise ValueError(f"{name}: output size {size} of values {self.shape} must be {n} ints >= 0")
+            raise ArgumentError(f"{name}: output size {size} of values {self.shape} must be {n} ints >= 0")
         lead = self.shape[:-n]
         flat = self.reshape(lead + (-1,))
         out = self.zeros(lead + (math.prod(size),), dtype=self.dtype, device=self.device)
@@ -223,13 +224,13 @@ class ConvolutionMixin(TensorCore):
         size = (size,) if isinstance(size, int) else tuple(size)
         mode = {"bilinear": "linear", "trilinear": "linear"}.get(mode, mode)
         if mode not in ("nearest", "nearest-exact", "linear"):
-            raise ValueError(f"interpolate: mode must be 'nearest', 'nearest-exact' or 'linear', got {mode!r}")
+            raise ArgumentError(f"interpolate: mode must be 'nearest', 'nearest-exact' or 'linear', got {mode!r}")
         if align_corners and mode != "linear":
-            raise ValueError(f"interpolate: align_corners only applies to mode 'linear', not {mode!r}")
+            raise ArgumentError(f"interpolate: align_corners only applies to mode 'linear', not {mode!r}")
         first = self.ndim - len(size)
         if first < 0 or any(not isinstance(v, int) or v < 1 for v in size) or 0 in self.shape[first:]:
-            raise ValueError(f"interpolate: size {size} must be positive ints, one per trailing dim of a non-empty "
-                             f"input, got input {self.shape}")
+            raise ArgumentError(f"interpolate: size {size} must be positive ints, one per trailing dim of a non-empty "
+                                f"input, got input {self.shape}")
         x = self if mode != "linear" or self.dtype.is_float else self.cast(dtypes.default_float)
         for dim in reversed(range(first, self.ndim)):
             if x.shape[dim] != size[dim - first]:  # torch copies a dim that keeps its size

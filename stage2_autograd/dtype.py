@@ -36,12 +36,14 @@ class dtypes:
     float32 = DType("float32", 4, "f", 3, 3, "float", np.dtype(np.float32))
     float64 = DType("float64", 8, "f", 4, 4, "double", np.dtype(np.float64))
     default_float = float32
-    default_int = int64
+    default_int = int64  # torch's; tinygrad's is int32 (docs/api-contract.md says why we keep int64)
     all = (bool, int32, int64, float32, float64)
+    # C's names, as tinygrad and torch spell them (torch.int is int32 too)
+    int, long, float, double = int32, int64, float32, float64
 
 
-_BY_NAME = {dt.name: dt for dt in dtypes.all} | {"float": dtypes.float32, "int": dtypes.int64,
-                                                "long": dtypes.int64, "double": dtypes.float64}
+_BY_NAME = {dt.name: dt for dt in dtypes.all} | {"float": dtypes.float, "int": dtypes.int, "long": dtypes.long,
+                                                "double": dtypes.double}
 
 
 def to_dtype(x: DType | str | np.dtype | type, op: str = "dtype") -> DType:

@@ -9,6 +9,7 @@ from typing import Self
 from .autograd import record
 from .device import check, check_same
 from .dtype import dtypes, float_of, promote
+from .errors import ArgumentError
 from .gemm import batched_matmul
 from .hooks import TensorCore
 from .ops import Ops
@@ -24,7 +25,7 @@ class FunctionalMixin(TensorCore):
         a, b = (t if isinstance(t, TensorCore) else self._like(t) for t in (a, b))
         check_same("matmul", a, b)
         if a.ndim == 0 or b.ndim == 0:
-            raise ValueError(f"matmul: both operands need at least 1 dim, got shapes {a.shape} and {b.shape}")
+            raise ArgumentError(f"matmul: both operands need at least 1 dim, got shapes {a.shape} and {b.shape}")
         dtype = promote(a.dtype, b.dtype)
         if dtype is dtypes.bool:
             raise TypeError(f"matmul: bool operands are not supported (shapes {a.shape} and {b.shape})")
@@ -32,12 +33,12 @@ class FunctionalMixin(TensorCore):
         b2 = b.unsqueeze(-1) if b.ndim == 1 else b
         (M, K), (K2, N) = a2.shape[-2:], b2.shape[-2:]
         if K != K2:
-            raise ValueError(f"matmul: shapes {a.shape} and {b.shape} are not aligned: "
-                             f"expected a.shape[-1] ({K}) == b.shape[-2] ({K2})")
+            raise ArgumentError(f"matmul: shapes {a.shape} and {b.shape} are not aligned: "
+                                f"expected a.shape[-1] ({K}) == b.shape[-2] ({K2})")
         try:
             batch = broadcast_shapes("matmul", a2.shape[:-2], b2.shape[:-2])
         except ValueError:
-            raise ValueError(f"matmul: the batch dims of shapes {a.shape} and {b.shape} cannot broadcast") from None
+            raise ArgumentError(f"matmul: the batch dims of shapes {a.shape} and {b.shape} cannot broadcast") from None
         count = math.prod(batch)
         if a2.ndim > 2 and b2.ndim == 2:
             # (..., M, K) @ (K, N) is one (count*M, K) @ (K, N) GEMM: fold the batch into the rows
@@ -73,10 +74,10 @@ class FunctionalMixin(TensorCore):
     def solve(self, b) -> Self:
         """x with self @ x = b for a square self (n, n); b is (n,) or (n, k). Float64 works best."""
         if self.ndim != 2 or self.shape[0] != self.shape[1]:
-            raise ValueError(f"solve: expected a square matrix (n, n), got shape {self.shape}")
+            raise ArgumentError(f"solve: expected a square matrix (n, n), got shape {self.shape}")
         n = self.shape[0]
         if b.ndim not in (1, 2) or b.shape[0] != n:
-            raise ValueError(f"solve: b must be ({n},) or ({n}, k), got shape {b.shape}")
+            raise ArgumentError(f"solve: b must be ({n},) or ({n}, k), got shape {b.shape}")
         check_same("solve", self, b)
         if self.device != "CPU":
             # No solver on other devices: a small dense solve runs on the CPU with our C kernel, and
@@ -87,7 +88,7 @@ class FunctionalMixin(TensorCore):
         a_work = self.cast(dtype).clone()
         rhs = b.reshape(n, -1).cast(dtype).clone()
         if a_work._buf.kernels.solve(dtype.code, a_work._ptr(), rhs._ptr(), n, rhs.shape[1]) != 0:
-            raise ValueError(f"solve: the matrix of shape {self.shape} is singular")
+            raise ArgumentError(f"solve: the matrix of shape {self.shape} is singular")
         return rhs.reshape(b.shape)
 
     # ---- normalisation and activation helpers ----
@@ -99,7 +100,7 @@ class FunctionalMixin(TensorCore):
 
     def dropout(self, p: float = 0.5) -> Self:
         if not 0 <= p <= 1:
-            raise ValueError(f"dropout: p must be in [0, 1], got {p}")
+            raise ArgumentError(f"dropout: p must be in [0, 1], got {p}")
         if not self.training or p == 0:
             return self
         if p == 1:
@@ -110,7 +111,10 @@ class FunctionalMixin(TensorCore):
     def one_hot(self, num_classes: int) -> Self:
         if not self.dtype.is_int:
             raise TypeError(f"one_hot: expected an int tensor, got {self.dtype.name}")
-        return (self.unsqueeze(-1) == self.arange(num_classes, device=self.device)).cast(dtypes.default_float)
+        return self._one_hot(num_classes, dtypes.default_int)  # ints, as torch and tinygrad give
+
+    def _one_hot(self, num_classes: int, dtype) -> Self:
+        return (self.unsqueeze(-1) == self.arange(num_classes, device=self.device)).cast(dtype)
 
     # ---- attention ----
 
@@ -120,8 +124,8 @@ class FunctionalMixin(TensorCore):
         key and value may have fewer heads (dim -3), each shared by a group of query heads."""
         if enable_gqa and self.ndim >= 3 and key.ndim >= 3 and key.shape[-3] != self.shape[-3]:
             if key.shape[-3] == 0 or self.shape[-3] % key.shape[-3] or value.shape[-3] != key.shape[-3]:
-                raise ValueError(f"scaled_dot_product_attention: {self.shape[-3]} query heads cannot share "
-                                 f"key {key.shape} and value {value.shape} heads in equal groups")
+                raise ArgumentError(f"scaled_dot_product_attention: {self.shape[-3]} query heads cannot share "
+                                    f"key {key.shape} and value {value.shape} heads in equal groups")
             group = self.shape[-3] // key.shape[-3]
             key, value = key.repeat_interleave(group, -3), value.repeat_interleave(group, -3)
         scores = self @ key.transpose(-2, -1) * (1 / math.sqrt(self.shape[-1]))  # (..., T, S)
@@ -154,8 +158,8 @@ class FunctionalMixin(TensorCore):
         """self: logits (..., C); Y: class indices (...). Entries equal to ignore_index count for nothing."""
         C = self.shape[-1]
         if Y.shape != self.shape[:-1]:
-            raise ValueError(f"{name}: targets {Y.shape} must match logits {self.shape} "
-                             "without the last dim")
+            raise ArgumentError(f"{name}: targets {Y.shape} must match logits {self.shape} "
+                                "without the last dim")
         mask = Y != ignore_index
         labels = mask.where(Y, 0)
         shapes = f"(logits {self.shape}, targets {Y.shape})"
@@ -167,7 +171,7 @@ class FunctionalMixin(TensorCore):
         x = self.cast(float_of(self.dtype))
         m = x.max(-1, keepdim=True)
         log_sum = (x - m).exp().sum(-1, keepdim=True).log()
-        picked = ((x * labels.one_hot(C)).sum(-1, keepdim=True) - m - log_sum).squeeze(-1)
+        picked = ((x * labels._one_hot(C, x.dtype)).sum(-1, keepdim=True) - m - log_sum).squeeze(-1)
         nll = -picked if label_smoothing == 0 else \
             -(1 - label_smoothing) * picked - label_smoothing * self.log_softmax(-1).mean(-1)
         nll = mask.where(nll, 0.0)
@@ -211,5 +215,5 @@ def _reduce_loss(loss, reduction: str, count, name: str):
         return loss.sum()
     if reduction == "mean":
         return loss.sum() / count if count is not None else loss.mean()
-    raise ValueError(f"{name}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    raise ArgumentError(f"{name}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
 

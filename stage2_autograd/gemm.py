@@ -30,6 +30,7 @@ from pathlib import Path
 from .ckernels import CSRC, ffi, gemm_variants, int64s, lib
 from .device import check
 from .dtype import dtypes
+from .errors import ArgumentError
 from .hooks import TensorCore
 from .threads import available, check_threads, get_num_threads, set_num_threads
 
@@ -50,13 +51,13 @@ def parse_header(text: str, entry: str) -> dict:
     """The header comment's title and its ``field: value`` entries (each runs to the next field or a blank line)."""
     match = re.match(r"\s*/\*(.*?)\*/", text, re.S)
     if match is None:
-        raise ValueError(f"gemm variant {entry}: the file must open with a /* header comment */")
+        raise ArgumentError(f"gemm variant {entry}: the file must open with a /* header comment */")
     body = match.group(1)
     fields = {"title": body.strip().splitlines()[0].removeprefix(f"{entry}:").strip()}
     for key in HEADER_FIELDS:
         found = re.search(rf"^\s*{key}:\s*(.*?)(?=^\s*\w+:|\n\s*\n|\Z)", body, re.S | re.M)
         if found is None:
-            raise ValueError(f"gemm variant {entry}: the header has no '{key}:' entry")
+            raise ArgumentError(f"gemm variant {entry}: the header has no '{key}:' entry")
         fields[key] = " ".join(found.group(1).split())
     return fields
 
@@ -85,7 +86,7 @@ def get_variant(name: str) -> Variant:
     table = variants()
     short = name.removeprefix("gemm_") if isinstance(name, str) else name
     if short not in table:
-        raise ValueError(f"gemm: unknown variant {name!r}; expected one of {list(table)}")
+        raise ArgumentError(f"gemm: unknown variant {name!r}; expected one of {list(table)}")
     return table[short]
 
 
@@ -146,22 +147,22 @@ def _check_operands(op: str, a, b, c) -> tuple[int, int, int]:
         if not isinstance(x, TensorCore):
             raise TypeError(f"{op}: {label} must be a Tensor, got {type(x).__name__}")
         if x.ndim != 2:
-            raise ValueError(f"{op}: {label} must be 2-D, got shape {x.shape}")
+            raise ArgumentError(f"{op}: {label} must be 2-D, got shape {x.shape}")
         if x.dtype is not dtypes.float32:
             raise TypeError(f"{op}: {label} must be float32, got {x.dtype} (shape {x.shape})")
         if x.device != "CPU":
             raise RuntimeError(f"{op}: the CPU GEMM ladder takes CPU tensors, {label} {x.shape} is on {x.device}")
     (M, K), (K2, N) = a.shape, b.shape
     if K != K2:
-        raise ValueError(f"{op}: A {a.shape} @ B {b.shape} are not aligned: expected A.shape[1] ({K}) == "
-                         f"B.shape[0] ({K2})")
+        raise ArgumentError(f"{op}: A {a.shape} @ B {b.shape} are not aligned: expected A.shape[1] ({K}) == "
+                            f"B.shape[0] ({K2})")
     if c is not None:
         if c.shape != (M, N):
-            raise ValueError(f"{op}: C must have shape ({M}, {N}) for A {a.shape} @ B {b.shape}, got {c.shape}")
+            raise ArgumentError(f"{op}: C must have shape ({M}, {N}) for A {a.shape} @ B {b.shape}, got {c.shape}")
         if any(s == 0 and n > 1 for s, n in zip(c._strides, c.shape, strict=True)):
-            raise ValueError(f"{op}: C {c.shape} is a broadcast view (a stride is 0): it cannot be written")
+            raise ArgumentError(f"{op}: C {c.shape} is a broadcast view (a stride is 0): it cannot be written")
         if c._buf is a._buf or c._buf is b._buf:
-            raise ValueError(f"{op}: C {c.shape} must not share memory with A {a.shape} or B {b.shape}")
+            raise ArgumentError(f"{op}: C {c.shape} must not share memory with A {a.shape} or B {b.shape}")
     return M, N, K
 
 

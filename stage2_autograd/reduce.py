@@ -3,12 +3,14 @@ axes runs once per run of neighbouring axes, last run first, so earlier axis num
 
 from __future__ import annotations
 
+import math
 from typing import Self
 
 from .autograd import no_grad, record
 from .ckernels import ffi
 from .device import check
 from .dtype import dtypes, float_of
+from .errors import ArgumentError
 from .hooks import TensorCore
 from .ops import Ops
 from .shape import normalize_axes, normalize_axis, prod, reshape_strides
@@ -39,8 +41,8 @@ class ReduceMixin(TensorCore):
     def _reduce(self, op: Ops, name: str, axis=None, keepdim: bool = False) -> Self:
         axes = normalize_axes(name, axis, self.ndim, self.shape)
         if op in (Ops.REDUCE_MAX, Ops.REDUCE_MIN) and any(self.shape[a] == 0 for a in axes):
-            raise ValueError(f"{name}: cannot reduce an empty dim (shape {self.shape}, axis {axis}); "
-                             "the op has no identity")
+            raise ArgumentError(f"{name}: cannot reduce an empty dim (shape {self.shape}, axis {axis}); "
+                                "the op has no identity")
         x = self
         for start, end in reversed(_runs(axes)):
             x, (O, R, I), (so, sr, si) = _as_ori(x, start, end)
@@ -79,10 +81,15 @@ class ReduceMixin(TensorCore):
         deviation = x - x.mean(axis, keepdim=True)
         n = prod(self.shape[a] for a in axes) - correction
         total = deviation.square().sum(axis, keepdim)
-        return total / n if n > 0 else total * float("nan")
+        # no degrees of freedom left: torch's total / 0, inf (or nan where every deviation is 0)
+        return total / n if n > 0 else total * math.inf
 
     def std(self, axis=None, keepdim: bool = False, correction: int = 1) -> Self:
-        return self.var(axis, keepdim, correction).sqrt()
+        # sqrt's slope is infinite at 0; a slice with no variance gets gradient 0, as in torch, so the root is
+        # taken only where the variance is not 0
+        var = self.var(axis, keepdim, correction)
+        still = var == 0
+        return still.where(0.0, still.where(1.0, var).sqrt())
 
     def _arg_reduce(self, op: Ops, name: str, axis=None, keepdim: bool = False) -> Self:
         if axis is None:
@@ -92,7 +99,7 @@ class ReduceMixin(TensorCore):
         if self.ndim == 0:
             return self.full((), 0, dtypes.int64, self.device)
         if self.shape[a] == 0:
-            raise ValueError(f"{name}: cannot take {name} of an empty dim (shape {self.shape}, axis {axis})")
+            raise ArgumentError(f"{name}: cannot take {name} of an empty dim (shape {self.shape}, axis {axis})")
         x, (O, R, I), (so, sr, si) = _as_ori(self, a, a + 1)
         out = x._alloc(x.shape[:a] + x.shape[a + 1:], dtypes.int64)
         index_ptr = ffi.cast("int64_t *", out._ptr())
@@ -109,9 +116,9 @@ class ReduceMixin(TensorCore):
     def cumsum(self, axis: int | None = 0) -> Self:
         if axis is None:
             return self.flatten().cumsum(0)
+        a = normalize_axis("cumsum", axis, self.ndim, self.shape)
         if self.ndim == 0:
             return self._wide().reshape(1).cumsum(0).reshape(())
-        a = normalize_axis("cumsum", axis, self.ndim, self.shape)
         x, (O, R, I), (so, sr, si) = _as_ori(self._wide(), a, a + 1)
         out = x._alloc(x.shape, x.dtype)
         check(x._buf.kernels.cumsum(x.dtype.code, out._ptr(), x._ptr(), O, R, I, so, sr, si), "cumsum", "cumsum", x)

@@ -14,6 +14,7 @@ import math
 from typing import Self
 
 from .dtype import dtypes
+from .errors import ArgumentError
 from .hooks import TensorCore
 from .shape import normalize_axis
 
@@ -27,7 +28,7 @@ class ScatterMixin(TensorCore):
         wins (torch leaves that undefined); reduce="add" or "multiply" combines them with self instead."""
         reduces = {None: None, "add": "sum", "multiply": "prod"}
         if reduce not in reduces:
-            raise ValueError(f"scatter: reduce must be None, 'add' or 'multiply', got {reduce!r}")
+            raise ArgumentError(f"scatter: reduce must be None, 'add' or 'multiply', got {reduce!r}")
         return self._scatter("scatter", dim, index, src, reduces[reduce], True)
 
     def scatter_reduce(self, dim: int, index: Self, src, reduce: str, include_self: bool = True) -> Self:
@@ -35,7 +36,7 @@ class ScatterMixin(TensorCore):
         "amin"), and with self's value there when include_self (torch's scatter_reduce). Positions
         nothing lands on keep self's value; an integer mean rounds down, as torch's."""
         if reduce not in _REDUCES:
-            raise ValueError(f"scatter_reduce: reduce must be one of {_REDUCES}, got {reduce!r}")
+            raise ArgumentError(f"scatter_reduce: reduce must be one of {_REDUCES}, got {reduce!r}")
         return self._scatter("scatter_reduce", dim, index, src, reduce, include_self)
 
     def _scatter(self, name: str, dim: int, index: Self, src, reduce: str | None, include_self: bool) -> Self:
@@ -47,8 +48,8 @@ class ScatterMixin(TensorCore):
         if (index.ndim != self.ndim or src.ndim != self.ndim
                 or any(i > s for i, s in zip(index.shape, src.shape, strict=True))
                 or any(i > n for k, (i, n) in enumerate(zip(index.shape, self.shape, strict=True)) if k != d)):
-            raise ValueError(f"{name}: index {index.shape} must have the dims of self {self.shape} and src "
-                             f"{src.shape}, and be no larger than src, nor than self except on dim {d}")
+            raise ArgumentError(f"{name}: index {index.shape} must have the dims of self {self.shape} and src "
+                                f"{src.shape}, and be no larger than src, nor than self except on dim {d}")
         n = self.shape[d]
         if index.numel() and (int(index.min().item()) < 0 or int(index.max().item()) >= n):
             raise IndexError(f"{name}: index values must lie in [0, {n}) for self {self.shape} on dim {d}")

@@ -23,6 +23,7 @@ from .device import buffer_class, canonical, check
 from .division import DivisionMixin
 from .dtype import DType, dtypes, to_dtype
 from .elementwise import ElementwiseMixin
+from .errors import ArgumentError
 from .functional import FunctionalMixin
 from .movement import MovementMixin
 from .ops import Ops
@@ -44,9 +45,9 @@ def argfix(*x) -> tuple:
 def _check_shape(op: str, shape: Sequence[int]) -> Shape:
     shape = tuple(shape)
     if not all(isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 0 for n in shape):
-        raise ValueError(f"{op}: shape must be non-negative ints, got {shape}")
+        raise ArgumentError(f"{op}: shape must be non-negative ints, got {shape}")
     if len(shape) > MAX_DIMS:
-        raise ValueError(f"{op}: at most {MAX_DIMS} dims are supported, got {len(shape)}")
+        raise ArgumentError(f"{op}: at most {MAX_DIMS} dims are supported, got {len(shape)}")
     return tuple(int(n) for n in shape)
 
 
@@ -55,9 +56,9 @@ def _from_python(data, dtype: DType | None) -> np.ndarray:
     try:
         arr = np.asarray(data)
     except ValueError:
-        raise ValueError("Tensor: nested lists must be rectangular (ragged lists are not supported)") from None
+        raise ArgumentError("Tensor: nested lists must be rectangular (ragged lists are not supported)") from None
     if arr.dtype == object:
-        raise ValueError("Tensor: nested lists must be rectangular and hold only numbers")
+        raise ArgumentError("Tensor: nested lists must be rectangular and hold only numbers")
     if dtype is None:
         if arr.dtype.kind == "f":
             dtype = dtypes.default_float
@@ -117,7 +118,7 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
     def _view(self, base: Tensor, shape: Shape, strides: Shape, offset: int) -> Tensor:
         """A tensor sharing base's memory. Callers keep every element inside the buffer."""
         if len(shape) > MAX_DIMS:
-            raise ValueError(f"view: at most {MAX_DIMS} dims are supported, got shape {tuple(shape)}")
+            raise ArgumentError(f"view: at most {MAX_DIMS} dims are supported, got shape {tuple(shape)}")
         out = Tensor._make(base._buf, shape, strides, offset, base.dtype, base.device)
         assert out._in_bounds(), f"view {shape} {strides} +{offset} steps outside its buffer"
         return out
@@ -209,7 +210,7 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
         if stop is None:
             start, stop = 0, start
         if step == 0:
-            raise ValueError("arange: step must not be zero")
+            raise ArgumentError("arange: step must not be zero")
         n = max(0, math.ceil((stop - start) / step))
         if dtype is None:
             is_int = all(isinstance(v, int) for v in (start, stop, step))
@@ -228,7 +229,7 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
     @staticmethod
     def linspace(start, stop, steps: int, dtype=None, device=None, **kwargs) -> Tensor:
         if steps < 0:
-            raise ValueError(f"linspace: steps must be non-negative, got {steps}")
+            raise ArgumentError(f"linspace: steps must be non-negative, got {steps}")
         dtype = to_dtype(dtype or dtypes.default_float, "linspace")
         device = canonical("linspace", device)
         if steps == 1:
@@ -267,7 +268,7 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
     @staticmethod
     def randint(*shape, low: int = 0, high: int = 10, dtype=None, device=None, **kwargs) -> Tensor:
         if high <= low:
-            raise ValueError(f"randint: need low < high, got low={low}, high={high}")
+            raise ArgumentError(f"randint: need low < high, got low={low}, high={high}")
         u = Tensor.rand(*shape, dtype=dtypes.float64, device=device)
         return ((u * (high - low)).cast(dtypes.int64) + low).cast(dtype or dtypes.default_int)._tag(**kwargs)
 
@@ -281,14 +282,14 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
 
     @staticmethod
     def kaiming_uniform(*shape, a: float = 0.01, **kwargs) -> Tensor:
-        shape = argfix(*shape)
-        bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a**2)) / math.sqrt(prod(shape[1:]))
+        shape = _check_shape("kaiming_uniform", argfix(*shape))
+        bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a**2)) / math.sqrt(max(prod(shape[1:]), 1))
         return Tensor.uniform(*shape, low=-bound, high=bound, **kwargs)
 
     @staticmethod
     def glorot_uniform(*shape, **kwargs) -> Tensor:
-        shape = argfix(*shape)
-        bound = math.sqrt(6.0 / (shape[0] + prod(shape[1:])))
+        shape = _check_shape("glorot_uniform", argfix(*shape))
+        bound = math.sqrt(6.0 / max(shape[0] + prod(shape[1:]), 1))
         return Tensor.uniform(*shape, low=-bound, high=bound, **kwargs)
 
     def full_like(self, fill_value, dtype=None, device=None, **kwargs) -> Tensor:
@@ -329,7 +330,7 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
 
     def item(self):
         if self.numel() != 1:
-            raise ValueError(f"item: only a tensor with one element converts to a scalar, got {self.shape}")
+            raise ArgumentError(f"item: only a tensor with one element converts to a scalar, got {self.shape}")
         return self._buf.read(self._offset, self.dtype)
 
     def tolist(self):
@@ -340,8 +341,8 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
         writes the memory itself, as NCCL does (common/train/collectives.py). Only a contiguous
         tensor's elements lie there in order: take x.contiguous() first."""
         if not self._is_contiguous():
-            raise ValueError(f"data_ptr: the tensor of shape {self.shape} (strides {self._strides}) is not "
-                             "contiguous; take x.contiguous() first")
+            raise ArgumentError(f"data_ptr: the tensor of shape {self.shape} (strides {self._strides}) is not "
+                                "contiguous; take x.contiguous() first")
         p = self._ptr()
         return p if isinstance(p, int) else int(ffi.cast("uintptr_t", p))
 
@@ -389,7 +390,7 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
 
     def __bool__(self) -> bool:
         if self.numel() != 1:
-            raise ValueError(f"bool: the truth value of a tensor of shape {self.shape} is ambiguous")
+            raise ArgumentError(f"bool: the truth value of a tensor of shape {self.shape} is ambiguous")
         return bool(self.item())
 
     def __float__(self) -> float:

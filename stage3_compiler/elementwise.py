@@ -16,6 +16,7 @@ from . import transcendental as tm
 from .autograd import no_grad, record
 from .device import check_same
 from .dtype import dtypes, float_of, promote, scalar_dtype
+from .errors import ArgumentError
 from .hooks import TensorCore
 from .ops import FLOAT_ONLY, IR_ELEMENTWISE, Ops
 from .shape import broadcast_shapes
@@ -133,7 +134,7 @@ class ElementwiseMixin(TensorCore):
         if a.dtype.kind == "b":
             a, b = a.cast(dtypes.default_int), b.cast(dtypes.default_int)
         if a.dtype.is_int and b.numel() and b.min().item() < 0:
-            raise ValueError(f"pow: integers to negative integer powers are not allowed (shape {b.shape})")
+            raise ArgumentError(f"pow: integers to negative integer powers are not allowed (shape {b.shape})")
         return a._binary(Ops.POW, "pow", b)
 
     def _both_bool(self, x: Operand) -> bool:
@@ -276,7 +277,8 @@ class ElementwiseMixin(TensorCore):
         return self._unary(Ops.SIGMOID, "sigmoid")
 
     def relu(self) -> Self:
-        return self.maximum(0)
+        # not maximum(0): its gradient splits a tie (0.5 at x == 0); relu's is 0 there, as in torch and tinygrad
+        return (self > 0).where(self, 0)
 
     def gelu(self, approximate: str = "none") -> Self:
         """Exact GELU, x * Phi(x), as nanoGPT and torch use; approximate="tanh" is tinygrad's."""
@@ -312,7 +314,7 @@ class ElementwiseMixin(TensorCore):
 
     def clip(self, min_: Operand | None = None, max_: Operand | None = None) -> Self:
         if min_ is None and max_ is None:
-            raise ValueError("clip: at least one of min_ and max_ must be given")
+            raise ArgumentError("clip: at least one of min_ and max_ must be given")
         x = self if min_ is None else self.maximum(min_)
         return x if max_ is None else x.minimum(max_)
 

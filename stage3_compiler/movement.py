@@ -15,6 +15,7 @@ from .autograd import record
 from .device import check_same
 from .dtype import dtypes
 from .engine import checks
+from .errors import ArgumentError
 from .graph.symbolic import Node, SymbolicError
 from .hooks import TensorCore
 from .ops import Ops
@@ -43,7 +44,7 @@ class MovementMixin(TensorCore):
     def reshape(self, *shape) -> Self:
         new = resolve_reshape("reshape", self.shape, _argfix(*shape))
         if len(new) > MAX_DIMS:
-            raise ValueError(f"reshape: at most {MAX_DIMS} dims are supported, got {len(new)}")
+            raise ArgumentError(f"reshape: at most {MAX_DIMS} dims are supported, got {len(new)}")
         return record(self._make(self.lazydata.reshape(new)), Ops.RESHAPE, (self,))
 
     def view(self, *shape) -> Self:
@@ -53,7 +54,7 @@ class MovementMixin(TensorCore):
         order = _argfix(*order)
         axes = tuple(normalize_axis("permute", a, self.ndim, self.shape) for a in order)
         if sorted(axes) != list(range(self.ndim)):
-            raise ValueError(f"permute: {order} is not a permutation of the dims of shape {self.shape}")
+            raise ArgumentError(f"permute: {order} is not a permutation of the dims of shape {self.shape}")
         if self.ndim == 0:
             return self
         return record(self._make(self.lazydata.permute(axes)), Ops.PERMUTE, (self,), order=axes)
@@ -68,7 +69,7 @@ class MovementMixin(TensorCore):
     def expand(self, *shape) -> Self:
         shape = _argfix(*shape)
         if len(shape) < self.ndim:
-            raise ValueError(f"expand: cannot expand shape {self.shape} to fewer dims {shape}")
+            raise ArgumentError(f"expand: cannot expand shape {self.shape} to fewer dims {shape}")
         lead = len(shape) - self.ndim
         new = []
         for d, want in enumerate(shape):
@@ -78,8 +79,8 @@ class MovementMixin(TensorCore):
             if want == have or (have == 1 and want >= 0):
                 new.append(want)
             else:
-                raise ValueError(f"expand: cannot expand shape {self.shape} to {shape}: "
-                                 f"dim {d} has size {have}, expected it to be 1 or {want}")
+                raise ArgumentError(f"expand: cannot expand shape {self.shape} to {shape}: "
+                                    f"dim {d} has size {have}, expected it to be 1 or {want}")
         new = self._check_dims("expand", new)
         lazy = self.lazydata.reshape((1,) * lead + self.shape).expand(new)
         return record(self._make(lazy), Ops.EXPAND, (self,))
@@ -89,18 +90,18 @@ class MovementMixin(TensorCore):
 
     def shrink(self, arg) -> Self:
         if len(arg) != self.ndim:
-            raise ValueError(f"shrink: need one (start, end) per dim of {self.shape}, got {arg}")
+            raise ArgumentError(f"shrink: need one (start, end) per dim of {self.shape}, got {arg}")
         bounds = []
         for n, b in zip(self.shape, arg, strict=True):
             start, end = (0, n) if b is None else b
             try:
                 inside = 0 <= start <= end <= n
             except SymbolicError:
-                raise ValueError(f"shrink: the ranges of bounds {(start, end)} do not prove them inside a dim of size "
-                                 f"{n} in shape {self.shape}") from None
+                raise ArgumentError(f"shrink: the ranges of bounds {(start, end)} do not prove them inside a dim of "
+                                    f"size {n} in shape {self.shape}") from None
             if not inside:
-                raise ValueError(f"shrink: bounds {(start, end)} are outside a dim of size {n} "
-                                 f"in shape {self.shape}")
+                raise ArgumentError(f"shrink: bounds {(start, end)} are outside a dim of size {n} "
+                                    f"in shape {self.shape}")
             bounds.append((start, end))
         return record(self._make(self.lazydata.shrink(tuple(bounds))), Ops.SHRINK, (self,), arg=tuple(arg))
 
@@ -137,15 +138,16 @@ class MovementMixin(TensorCore):
         pads = list(padding)
         if pads and all(isinstance(p, int) for p in pads):  # torch's flat form, last dim first
             if len(pads) % 2 or len(pads) // 2 > self.ndim:
-                raise ValueError(f"pad: flat padding {padding} needs an even count <= 2*{self.ndim}")
+                raise ArgumentError(f"pad: flat padding {padding} needs an even count <= 2*{self.ndim}")
             pairs = [(pads[i], pads[i + 1]) for i in range(0, len(pads), 2)][::-1]
             pads = [None] * (self.ndim - len(pairs)) + pairs
         if len(pads) != self.ndim:
-            raise ValueError(f"pad: need one (before, after) per dim of {self.shape}, got {padding}")
+            raise ArgumentError(f"pad: need one (before, after) per dim of {self.shape}, got {padding}")
         pads = [(0, 0) if p is None else tuple(v if isinstance(v, Node) else int(v) for v in p) for p in pads]
         if any(isinstance(v, Node) for p in pads for v in p):  # a pad by a symbolic amount: no crop, no mode
             if mode != "constant" or any(v < 0 for p in pads for v in p):
-                raise ValueError(f"pad: a symbolic padding {padding} must be >= 0 in constant mode, got mode {mode!r}")
+                raise ArgumentError(f"pad: a symbolic padding {padding} must be >= 0 in constant mode, "
+                                    f"got mode {mode!r}")
             grow = tuple(pads)
             x = self
         elif mode != "constant":
@@ -153,7 +155,7 @@ class MovementMixin(TensorCore):
         else:  # negative padding crops first, then the rest is a fill plus a copy into the interior
             crop = tuple((max(-b, 0), n - max(-a, 0)) for n, (b, a) in zip(self.shape, pads, strict=True))
             if any(lo > hi for lo, hi in crop):
-                raise ValueError(f"pad: padding {padding} crops more than shape {self.shape} holds")
+                raise ArgumentError(f"pad: padding {padding} crops more than shape {self.shape} holds")
             x = self.shrink(crop)
             grow = tuple((max(b, 0), max(a, 0)) for b, a in pads)
         out = record(self._make(x.lazydata.pad(grow)), Ops.PAD, (x,), pads=grow)  # the new area reads 0
@@ -166,12 +168,12 @@ class MovementMixin(TensorCore):
         tensors = list(self) if isinstance(self, (list, tuple)) else [self, *args]
         first = tensors[0]
         if first.ndim == 0:
-            raise ValueError("cat: zero-dimensional tensors cannot be concatenated")
+            raise IndexError("cat: a zero-dimensional tensor has no dim to concatenate along")
         d = normalize_axis("cat", dim, first.ndim, first.shape)
         for t in tensors[1:]:
             if t.ndim != first.ndim or any(a != b for k, (a, b) in enumerate(zip(t.shape, first.shape, strict=True))
                                            if k != d):
-                raise ValueError(f"cat: shapes {first.shape} and {t.shape} must match except in dim {d}")
+                raise ArgumentError(f"cat: shapes {first.shape} and {t.shape} must match except in dim {d}")
         check_same("cat", *tensors)
         dtype = first.dtype
         for t in tensors[1:]:
@@ -188,7 +190,7 @@ class MovementMixin(TensorCore):
         tensors = list(self) if isinstance(self, (list, tuple)) else [self, *args]
         shapes = {t.shape for t in tensors}
         if len(shapes) > 1:
-            raise ValueError(f"stack: every tensor must have the same shape, got {sorted(shapes)}")
+            raise ArgumentError(f"stack: every tensor must have the same shape, got {sorted(shapes)}")
         d = normalize_axis("stack", dim, tensors[0].ndim + 1, tensors[0].shape)
         return MovementMixin.cat(*[t.unsqueeze(d) for t in tensors], dim=d)
 
@@ -197,10 +199,10 @@ class MovementMixin(TensorCore):
         n = self.shape[d]
         if isinstance(sizes, int):
             if sizes <= 0:
-                raise ValueError(f"split: split size must be positive, got {sizes}")
+                raise ArgumentError(f"split: split size must be positive, got {sizes}")
             sizes = [min(sizes, n - s) for s in range(0, n, sizes)] or [0]
         if sum(sizes) != n:
-            raise ValueError(f"split: sizes {list(sizes)} must add up to dim {d} of shape {self.shape}")
+            raise ArgumentError(f"split: sizes {list(sizes)} must add up to dim {d} of shape {self.shape}")
         out, start = [], 0
         for s in sizes:
             out.append(self.shrink(tuple((start, start + s) if k == d else None for k in range(self.ndim))))
@@ -209,14 +211,14 @@ class MovementMixin(TensorCore):
 
     def chunk(self, chunks: int, dim: int = 0) -> tuple[Self, ...]:
         if chunks <= 0:
-            raise ValueError(f"chunk: chunks must be positive, got {chunks}")
+            raise ArgumentError(f"chunk: chunks must be positive, got {chunks}")
         d = normalize_axis("chunk", dim, self.ndim, self.shape)
         return self.split(max(1, math.ceil(self.shape[d] / chunks)), d)
 
     def repeat(self, *repeats) -> Self:
         repeats = _argfix(*repeats)
         if len(repeats) < self.ndim:
-            raise ValueError(f"repeat: need at least {self.ndim} repeats for shape {self.shape}, got {repeats}")
+            raise ArgumentError(f"repeat: need at least {self.ndim} repeats for shape {self.shape}, got {repeats}")
         x = self.reshape((1,) * (len(repeats) - self.ndim) + self.shape)
         inter = tuple(k for n in x.shape for k in (1, n))
         wide = tuple(k for r, n in zip(repeats, x.shape, strict=True) for k in (r, n))
@@ -225,6 +227,9 @@ class MovementMixin(TensorCore):
     # ---- indexing ----
 
     def __getitem__(self, index) -> Self:
+        if isinstance(index, list) and any(_is_index_array(i) or isinstance(i, slice) or i is None or i is Ellipsis
+                                           for i in index):
+            index = tuple(index)  # torch's rule: a list holding sequences, tensors or slices is a tuple of indices
         if _is_mask(index):  # x[mask]: the selected rows, by a one-hot select (scatter.py)
             return self._select_mask(index if isinstance(index, TensorCore) else self._like(index))
         view, advanced = self._basic_index(index if isinstance(index, tuple) else (index,))
@@ -234,7 +239,6 @@ class MovementMixin(TensorCore):
         """Apply ints, slices, None and ... as a view; keep array-indexed dims for _gather."""
         if sum(item is Ellipsis for item in index) > 1:
             raise IndexError("getitem: an index can only have a single ellipsis ('...')")
-        has_array = any(_is_index_array(item) for item in index)
         consumed = sum(item is not None and item is not Ellipsis for item in index)
         if consumed > self.ndim:
             raise IndexError(f"getitem: too many indices for tensor of shape {self.shape}: "
@@ -257,7 +261,7 @@ class MovementMixin(TensorCore):
                                                                           (item.start, item.stop, item.step, n))):
                 x, dim = x._symbolic_index(dim, item), dim + isinstance(item, slice)
                 continue
-            if isinstance(item, (int, np.integer)) and not has_array:
+            if isinstance(item, (int, np.integer)):  # selects, even beside index arrays (torch's rule)
                 i = int(item)
                 if not -n <= i < n:
                     raise IndexError(f"getitem: index {i} is out of bounds for axis {k} with size {n} "
@@ -266,9 +270,9 @@ class MovementMixin(TensorCore):
                 continue
             if isinstance(item, slice):
                 if item.step == 0:
-                    raise ValueError("getitem: slice step cannot be zero")
+                    raise ArgumentError("getitem: slice step cannot be zero")
                 x = x._slice(dim, *item.indices(n))
-            elif isinstance(item, (int, np.integer)) or _is_index_array(item):
+            elif _is_index_array(item):
                 advanced.append((k, dim, item, n, None))
             else:
                 raise TypeError(f"getitem: unsupported index {item!r} of type {type(item).__name__}")
@@ -283,7 +287,7 @@ class MovementMixin(TensorCore):
             if item == slice(None):  # the whole of a symbolic dim
                 return self
             if item.step not in (None, 1):
-                raise ValueError(f"getitem: a slice with a symbolic bound takes step 1, got {item.step}")
+                raise ArgumentError(f"getitem: a slice with a symbolic bound takes step 1, got {item.step}")
             start, stop = (0 if item.start is None else item.start), (n if item.stop is None else item.stop)
         else:
             start, stop = item, item + 1
@@ -320,7 +324,7 @@ class MovementMixin(TensorCore):
             t = item.to(self.device) if isinstance(item, TensorCore) else self._like(
                 item if not isinstance(item, (list, tuple)) else list(item) or np.zeros(0, np.int64))
             if not t.dtype.is_int:
-                raise TypeError(f"getitem: index arrays must be integers, got {t.dtype.name}")
+                raise IndexError(f"getitem: index arrays must be integers, got {t.dtype.name}")
             t = t.cast(dtypes.int64)
             t = (t < 0).where(t + n, t)
             shape = self.shape
@@ -345,9 +349,9 @@ class MovementMixin(TensorCore):
         zero = self.full((), 0, self.dtype, self.device)
         picked = mask.reshape(mask.shape + (1,) * len(rest)).where(x.reshape((1,) * nb + x.shape), zero)
         out = picked._reduce(Ops.REDUCE_ADD, "getitem", tuple(range(nb, nb + na))).reshape(b_shape + rest_shape)
-        positions = [k for k, _, _, _, _ in advanced]
+        positions = [pos for _, pos, _, _, _ in advanced]  # where each array's dim was after the ints went
         if positions != list(range(positions[0], positions[0] + len(positions))):
-            return out  # separated index arrays: their dims go first, as in numpy
+            return out  # index arrays apart (a slice or None between them): their dims go first, as in numpy
         p, nb = advanced[0][1], len(b_shape)
         order = [nb + j for j in range(p)] + list(range(nb)) + [nb + j for j in range(p, len(rest))]
         return out.permute(order)

@@ -4,10 +4,12 @@ composites (mean, var, softmax, logsumexp), stage1's text again."""
 
 from __future__ import annotations
 
+import math
 from typing import Self
 
 from .autograd import record
 from .dtype import dtypes, float_of
+from .errors import ArgumentError
 from .hooks import TensorCore
 from .ops import Ops
 from .shape import normalize_axes, normalize_axis, prod
@@ -17,8 +19,8 @@ class ReduceMixin(TensorCore):
     def _reduce(self, op: Ops, name: str, axis=None, keepdim: bool = False) -> Self:
         axes = normalize_axes(name, axis, self.ndim, self.shape)
         if op in (Ops.REDUCE_MAX, Ops.REDUCE_MIN) and any(self.shape[a] == 0 for a in axes):
-            raise ValueError(f"{name}: cannot reduce an empty dim (shape {self.shape}, axis {axis}); "
-                             "the op has no identity")
+            raise ArgumentError(f"{name}: cannot reduce an empty dim (shape {self.shape}, axis {axis}); "
+                                "the op has no identity")
         if op is Ops.REDUCE_MIN:  # min(x) = -max(-x) for floats; ~ reverses the order of ints and bools
             flip = (lambda t: -t) if self.dtype.is_float else (lambda t: ~t)
             return flip(flip(self)._reduce(Ops.REDUCE_MAX, name, axis, keepdim))
@@ -55,10 +57,15 @@ class ReduceMixin(TensorCore):
         deviation = x - x.mean(axis, keepdim=True)
         n = prod(self.shape[a] for a in axes) - correction
         total = deviation.square().sum(axis, keepdim)
-        return total / n if n > 0 else total * float("nan")
+        # no degrees of freedom left: torch's total / 0, inf (or nan where every deviation is 0)
+        return total / n if n > 0 else total * math.inf
 
     def std(self, axis=None, keepdim: bool = False, correction: int = 1) -> Self:
-        return self.var(axis, keepdim, correction).sqrt()
+        # sqrt's slope is infinite at 0; a slice with no variance gets gradient 0, as in torch, so the root is
+        # taken only where the variance is not 0
+        var = self.var(axis, keepdim, correction)
+        still = var == 0
+        return still.where(0.0, still.where(1.0, var).sqrt())
 
     def _arg_reduce(self, op: Ops, name: str, axis=None, keepdim: bool = False) -> Self:
         if axis is None:
@@ -68,7 +75,7 @@ class ReduceMixin(TensorCore):
         if self.ndim == 0:
             return self.full((), 0, dtypes.int64, self.device)
         if self.shape[a] == 0:
-            raise ValueError(f"{name}: cannot take {name} of an empty dim (shape {self.shape}, axis {axis})")
+            raise ArgumentError(f"{name}: cannot take {name} of an empty dim (shape {self.shape}, axis {axis})")
         # The first position that holds the extreme (or a NaN, which numpy's argmax and argmin return):
         # counting down n, n-1, ..., 1 along the axis, the largest count among the hits is the first.
         n = self.shape[a]
@@ -87,9 +94,9 @@ class ReduceMixin(TensorCore):
     def cumsum(self, axis: int | None = 0) -> Self:
         if axis is None:
             return self.flatten().cumsum(0)
+        a = normalize_axis("cumsum", axis, self.ndim, self.shape)
         if self.ndim == 0:
             return self._wide().reshape(1).cumsum(0).reshape(())
-        a = normalize_axis("cumsum", axis, self.ndim, self.shape)
         # out[i] = sum over j <= i of x[j]: x seen along a new axis next to a, kept where j <= i.
         x, n = self._wide(), self.shape[a]
         j = x.unsqueeze(a)  # (.., 1, n, ..): the summed index j on axis a + 1

@@ -9,6 +9,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 
+from .errors import ArgumentError
 from .graph.symbolic import Node
 
 Shape = tuple[int, ...]
@@ -47,7 +48,7 @@ def broadcast_shapes(op: str, *shapes: Shape) -> Shape:
         sizes = {s[d - ndim + len(s)] for s in shapes if d - ndim + len(s) >= 0} - {1}
         if len(sizes) > 1:
             shown = " and ".join(str(tuple(s)) for s in shapes)
-            raise ValueError(f"{op}: cannot broadcast shapes {shown}: dims must match or be 1")
+            raise ArgumentError(f"{op}: cannot broadcast shapes {shown}: dims must match or be 1")
         out.append(sizes.pop() if sizes else 1)
     return tuple(out)
 
@@ -70,28 +71,33 @@ def normalize_axes(op: str, axis, ndim: int, shape: Shape | None = None) -> tupl
     if ndim == 0:
         return ()
     if len(set(out)) != len(out):
-        raise ValueError(f"{op}: repeated axis in {axis} for shape {tuple(shape or ())}")
+        raise ArgumentError(f"{op}: repeated axis in {axis} for shape {tuple(shape or ())}")
     return out
 
 
 def resolve_reshape(op: str, old: Shape, new: Sequence[int]) -> Shape:
-    """Fill in one -1 and check that the element count is kept."""
+    """Fill in one -1, keep the old dim where new has None (tinygrad's), and check that the element count
+    is kept."""
+    if any(n is None for n in new):
+        if len(new) > len(old):
+            raise ArgumentError(f"{op}: None keeps a dim of {old}, but {tuple(new)} has more dims")
+        new = tuple(old[i] if n is None else n for i, n in enumerate(new))
     if any(isinstance(n, Node) for n in (*old, *new)):
         return _resolve_symbolic(op, old, tuple(new))
     new = tuple(int(n) for n in new)
     if new.count(-1) > 1:
-        raise ValueError(f"{op}: can only infer one dimension, got {new}")
+        raise ArgumentError(f"{op}: can only infer one dimension, got {new}")
     if any(n < -1 for n in new):
-        raise ValueError(f"{op}: negative dimension in {new}")
+        raise ArgumentError(f"{op}: negative dimension in {new}")
     total = prod(old)
     if -1 in new:
         known = prod(n for n in new if n != -1)
         if known == 0 or total % known:
-            raise ValueError(f"{op}: cannot reshape {old} ({total} elements) into {new}")
+            raise ArgumentError(f"{op}: cannot reshape {old} ({total} elements) into {new}")
         new = tuple(total // known if n == -1 else n for n in new)
     if prod(new) != total:
-        raise ValueError(f"{op}: cannot reshape {old} ({total} elements) into {new} "
-                         f"({prod(new)} elements)")
+        raise ArgumentError(f"{op}: cannot reshape {old} ({total} elements) into {new} "
+                            f"({prod(new)} elements)")
     return new
 
 
@@ -101,18 +107,18 @@ def _resolve_symbolic(op: str, old: Shape, new: Shape) -> Shape:
     symbolic dim the new shape leaves out when no concrete elements are left."""
     new = tuple(n if isinstance(n, Node) else int(n) for n in new)
     if new.count(-1) > 1 or any(not isinstance(n, Node) and n < -1 for n in new):
-        raise ValueError(f"{op}: expected sizes >= 0 and at most one -1, got {new}")
+        raise ArgumentError(f"{op}: expected sizes >= 0 and at most one -1, got {new}")
     if -1 in new:
         concrete_old = prod(n for n in old if not isinstance(n, Node))
         concrete_new = prod(n for n in new if not isinstance(n, Node) and n != -1)
         missing = [n for n in old if isinstance(n, Node) and n not in new]
         if concrete_new == 0 or concrete_old % concrete_new or len(missing) > 1 or \
                 (missing and concrete_old != concrete_new):
-            raise ValueError(f"{op}: cannot infer the -1 of {new} from symbolic shape {old}")
+            raise ArgumentError(f"{op}: cannot infer the -1 of {new} from symbolic shape {old}")
         fill = missing[0] if missing else concrete_old // concrete_new
         new = tuple(fill if n == -1 else n for n in new)
     if _size_parts(new) != _size_parts(old):
-        raise ValueError(f"{op}: cannot reshape {old} into {new}: the element counts differ")
+        raise ArgumentError(f"{op}: cannot reshape {old} into {new}: the element counts differ")
     return new
 
 

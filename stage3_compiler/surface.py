@@ -22,6 +22,7 @@ import math
 from typing import Self
 
 from .dtype import dtypes, float_of
+from .errors import ArgumentError
 from .hooks import TensorCore
 from .shape import broadcast_shapes, normalize_axes, normalize_axis
 
@@ -32,9 +33,12 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 _LN2 = math.log(2.0)
 
 
-def _shape(args: tuple) -> tuple:
-    """f(2, 3) and f((2, 3)) alike."""
-    return tuple(args[0]) if len(args) == 1 and isinstance(args[0], (tuple, list)) else tuple(args)
+def _shape(op: str, args: tuple) -> tuple:
+    """f(2, 3) and f((2, 3)) alike; every dim a non-negative int."""
+    shape = tuple(args[0]) if len(args) == 1 and isinstance(args[0], (tuple, list)) else tuple(args)
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
+        raise ArgumentError(f"{op}: shape must be non-negative ints, got {shape}")
+    return shape
 
 
 def _terms(dtype, float32: int, float64: int) -> int:
@@ -297,6 +301,10 @@ class SurfaceMixin(TensorCore):
         x = self._floated("hardswish")
         return x * (x + 3.0).relu6() * (1 / 6)
 
+    def leakyrelu(self, neg_slope: float = 0.01) -> Self:
+        """tinygrad 0.9's name for leaky_relu."""
+        return self.leaky_relu(neg_slope)
+
     def logsigmoid(self) -> Self:
         return -(-self._floated("logsigmoid")).softplus()
 
@@ -360,12 +368,17 @@ class SurfaceMixin(TensorCore):
 
     # ---- padding modes ----
 
+    def pad2d(self, padding, value: float = 0.0) -> Self:
+        """tinygrad 0.9's name for pad in torch's flat form: (left, right, top, bottom) pads (or, negative,
+        crops) the last two dims."""
+        return self.pad(padding, value)
+
     def _pad_mode(self, pads: list[tuple[int, int]], mode: str) -> Self:
         """pad(mode="reflect" | "replicate" | "circular"), one dim after another (so corners come out
         as numpy's and torch's): the border built from shrinks of x (flipped for reflect, a size-1 edge
         expanded for replicate, the other end for circular) and cat'ed on either side."""
         if mode not in ("reflect", "replicate", "circular"):
-            raise ValueError(f"pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', got {mode!r}")
+            raise ArgumentError(f"pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', got {mode!r}")
         out = self
         for d, (before, after) in enumerate(pads):
             n = self.shape[d]
@@ -373,8 +386,8 @@ class SurfaceMixin(TensorCore):
             if not (before or after):
                 continue
             if before < 0 or after < 0 or n == 0 or max(before, after) > limit:
-                raise ValueError(f"pad: {mode} padding {pads[d]} of dim {d} of shape {self.shape} must be >= 0 "
-                                 f"and at most {limit if limit != math.inf else 'any'}")
+                raise ArgumentError(f"pad: {mode} padding {pads[d]} of dim {d} of shape {self.shape} must be >= 0 "
+                                    f"and at most {limit if limit != math.inf else 'any'}")
 
             def part(src: Self, lo: int, hi: int, dim: int = d) -> Self:
                 return src.shrink(tuple((lo, hi) if k == dim else None for k in range(src.ndim)))
@@ -405,8 +418,8 @@ class SurfaceMixin(TensorCore):
             raise TypeError(f"gather: index must be an int tensor, got {getattr(index, 'dtype', type(index))}")
         if index.ndim != self.ndim or any(i > n for k, (i, n) in enumerate(zip(index.shape, self.shape, strict=True))
                                           if k != d):
-            raise ValueError(f"gather: index of shape {index.shape} does not fit input {self.shape} on dim {d}: "
-                             "same ndim, and no larger on the other dims")
+            raise ArgumentError(f"gather: index of shape {index.shape} does not fit input {self.shape} on dim {d}: "
+                                "same ndim, and no larger on the other dims")
         n = self.shape[d]
         if index.numel() and (int(index.min().item()) < 0 or int(index.max().item()) >= n):
             raise IndexError(f"gather: index values must lie in [0, {n}) for input {self.shape} on dim {d}")
@@ -430,8 +443,8 @@ class SurfaceMixin(TensorCore):
         d = normalize_axis("unfold", dim, self.ndim, self.shape)
         n = self.shape[d] if self.ndim else 1
         if not (isinstance(size, int) and isinstance(step, int)) or size < 0 or step < 1 or size > n:
-            raise ValueError(f"unfold: size {size!r} and step {step!r} need 0 <= size <= {n} (dim {d} of "
-                             f"shape {self.shape}) and step >= 1")
+            raise ArgumentError(f"unfold: size {size!r} and step {step!r} need 0 <= size <= {n} (dim {d} of "
+                                f"shape {self.shape}) and step >= 1")
         count = (n - size) // step + 1
         windows = [self.shrink(tuple((i * step, i * step + size) if k == d else None for k in range(self.ndim)))
                    for i in range(count)]
@@ -444,7 +457,7 @@ class SurfaceMixin(TensorCore):
             return self.flatten().roll(shifts, 0).reshape(self.shape)
         shifts, dims = (shifts, dims) if isinstance(shifts, (tuple, list)) else ((shifts,), (dims,))
         if len(shifts) != len(dims):
-            raise ValueError(f"roll: {len(shifts)} shifts for {len(dims)} dims on shape {self.shape}")
+            raise ArgumentError(f"roll: {len(shifts)} shifts for {len(dims)} dims on shape {self.shape}")
         out = self
         for shift, dim in zip(shifts, dims, strict=True):
             d = normalize_axis("roll", dim, self.ndim, self.shape)
@@ -461,7 +474,7 @@ class SurfaceMixin(TensorCore):
         if self.ndim == 2:
             return self.diagonal()
         if self.ndim != 1:
-            raise ValueError(f"diag: expected a 1-D or 2-D tensor, got shape {self.shape}")
+            raise ArgumentError(f"diag: expected a 1-D or 2-D tensor, got shape {self.shape}")
         n = self.shape[0]
         eye = self.arange(n, device=self.device).reshape(n, 1) == self.arange(n, device=self.device).reshape(1, n)
         return eye.where(self.reshape(n, 1), self.full((), 0, self.dtype, self.device))
@@ -470,11 +483,11 @@ class SurfaceMixin(TensorCore):
         """The diagonal of dims (dim1, dim2) as a new last dim (torch's diagonal), by views only:
         a k x k block flattened, padded by k and read as rows of k + 1 has the diagonal in its first column."""
         if self.ndim < 2:
-            raise ValueError(f"diagonal: expected at least 2 dims, got shape {self.shape}")
+            raise ArgumentError(f"diagonal: expected at least 2 dims, got shape {self.shape}")
         a, b = normalize_axis("diagonal", dim1, self.ndim, self.shape), normalize_axis("diagonal", dim2, self.ndim,
                                                                                           self.shape)
         if a == b:
-            raise ValueError(f"diagonal: dim1 and dim2 are the same dim {a} of shape {self.shape}")
+            raise ArgumentError(f"diagonal: dim1 and dim2 are the same dim {a} of shape {self.shape}")
         x = self.permute(*[k for k in range(self.ndim) if k not in (a, b)], a, b)
         rows, cols = x.shape[-2], x.shape[-1]
         r0, c0 = max(-offset, 0), max(offset, 0)
@@ -501,8 +514,8 @@ class SurfaceMixin(TensorCore):
                 raise TypeError(f"repeat_interleave: repeats must hold ints, got {getattr(repeats, 'dtype', repeats)}")
             counts = counts * self.shape[d] if len(counts) == 1 else counts
             if len(counts) != self.shape[d] or any(c < 0 for c in counts):
-                raise ValueError(f"repeat_interleave: repeats {counts} must be {self.shape[d]} counts >= 0 "
-                                 f"(dim {d} of shape {self.shape})")
+                raise ArgumentError(f"repeat_interleave: repeats {counts} must be {self.shape[d]} counts >= 0 "
+                                    f"(dim {d} of shape {self.shape})")
             return self[(slice(None),) * d + ([i for i, c in enumerate(counts) for _ in range(c)],)]
         if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 0:
             raise TypeError(f"repeat_interleave: repeats must be an int >= 0 or a tensor of them, got {repeats!r}")
@@ -513,10 +526,10 @@ class SurfaceMixin(TensorCore):
     def meshgrid(self, *others: Self, indexing: str = "ij") -> tuple[Self, ...]:
         """Coordinate grids from 1-D tensors (numpy's meshgrid: "ij" or "xy", which swaps the first two)."""
         if indexing not in ("ij", "xy"):
-            raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+            raise ArgumentError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
         tensors = (self, *others)
         if any(t.ndim != 1 for t in tensors):
-            raise ValueError(f"meshgrid: expected 1-D tensors, got shapes {[t.shape for t in tensors]}")
+            raise ArgumentError(f"meshgrid: expected 1-D tensors, got shapes {[t.shape for t in tensors]}")
         sizes = [t.shape[0] for t in tensors]
         if indexing == "xy" and len(sizes) > 1:
             sizes[0], sizes[1] = sizes[1], sizes[0]
@@ -543,16 +556,16 @@ class SurfaceMixin(TensorCore):
         plain = [t.replace("...", "") for t in terms + [output]]
         if not operands or len(terms) != len(operands) or not all(t.isalpha() for t in plain if t) \
                 or any(t.count("...") > 1 for t in terms + [output]):
-            raise ValueError(f"einsum: {formula!r} does not fit {len(operands)} operands of shapes "
-                             f"{[getattr(o, 'shape', None) for o in operands]}: expected one group of letters "
-                             "(and at most one '...') per operand")
+            raise ArgumentError(f"einsum: {formula!r} does not fit {len(operands)} operands of shapes "
+                                f"{[getattr(o, 'shape', None) for o in operands]}: expected one group of letters "
+                                "(and at most one '...') per operand")
         # "..." stands for the dims no letter names, right-aligned across operands as in broadcasting:
         # give them letters of their own, the last ones to the trailing dims
         spare = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz" if c not in spec]
         width = max([x.ndim - len(t) + 3 for t, x in zip(terms, operands, strict=True) if "..." in t] + [0])
         if width > len(spare) or any("..." in t and x.ndim < len(t) - 3 for t, x in zip(terms, operands, strict=True)):
-            raise ValueError(f"einsum: '...' of {formula!r} does not fit operands of shapes "
-                             f"{[o.shape for o in operands]}")
+            raise ArgumentError(f"einsum: '...' of {formula!r} does not fit operands of shapes "
+                                f"{[o.shape for o in operands]}")
         dots = "".join(spare[:width])
         terms = [t.replace("...", dots[width - (x.ndim - len(t) + 3):]) if "..." in t else t
                  for t, x in zip(terms, operands, strict=True)]
@@ -562,17 +575,17 @@ class SurfaceMixin(TensorCore):
         output = output.replace("...", dots)
         letters = sorted(set("".join(terms)))
         if len(set(output)) != len(output) or set(output) - set(letters):
-            raise ValueError(f"einsum: {formula!r}: the output repeats a letter or names one no operand has")
+            raise ArgumentError(f"einsum: {formula!r}: the output repeats a letter or names one no operand has")
         operands = list(operands)
         for k, (term, x) in enumerate(zip(terms, operands, strict=True)):
             if len(term) != x.ndim:
-                raise ValueError(f"einsum: operand {term!r} of {formula!r} has shape {x.shape}, "
-                                 f"expected {len(term)} dims")
+                raise ArgumentError(f"einsum: operand {term!r} of {formula!r} has shape {x.shape}, "
+                                    f"expected {len(term)} dims")
             while len(set(term)) != len(term):  # a repeated letter: its diagonal, moved to the end
                 c = next(c for c in term if term.count(c) > 1)
                 i, j = term.index(c), term.index(c, term.index(c) + 1)
                 if x.shape[i] != x.shape[j]:
-                    raise ValueError(f"einsum: letter {c!r} of {formula!r} has sizes {x.shape[i]} and {x.shape[j]}")
+                    raise ArgumentError(f"einsum: letter {c!r} of {formula!r} has sizes {x.shape[i]} and {x.shape[j]}")
                 x, term = x.diagonal(0, i, j), term[:i] + term[i + 1:j] + term[j + 1:] + c
             terms[k], operands[k] = term, x
         sizes: dict[str, int] = {}
@@ -582,7 +595,7 @@ class SurfaceMixin(TensorCore):
                 if have is None or have == 1:
                     sizes[c] = n
                 elif n not in (have, 1):  # a size-1 dim broadcasts, as in torch
-                    raise ValueError(f"einsum: letter {c!r} of {formula!r} has sizes {have} and {n}")
+                    raise ArgumentError(f"einsum: letter {c!r} of {formula!r} has sizes {have} and {n}")
         product = None
         for term, x in zip(terms, operands, strict=True):
             order = [term.index(c) for c in letters if c in term]
@@ -602,8 +615,8 @@ class SurfaceMixin(TensorCore):
         x = self.transpose(axis, -1) if axis == 1 and self.ndim > 2 else self
         C = x.shape[-1]
         if target.shape != x.shape[:-1] or target.dtype.is_float:
-            raise ValueError(f"nll_loss: target {target.shape} ({target.dtype.name}) must be int class indices shaped "
-                             f"like input {self.shape} without its class dim")
+            raise ArgumentError(f"nll_loss: target {target.shape} ({target.dtype.name}) must be int class indices "
+                                f"shaped like input {self.shape} without its class dim")
         kept = target != ignore_index
         labels = kept.where(target, 0)
         shapes = f"(input {self.shape}, target {target.shape})"
@@ -620,22 +633,22 @@ class SurfaceMixin(TensorCore):
             return loss.sum()
         if reduction == "mean":
             return loss.sum() / w.sum()
-        raise ValueError(f"nll_loss: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+        raise ArgumentError(f"nll_loss: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
 
     # ---- initializers ----
 
     @classmethod
     def scaled_uniform(cls, *shape, **kwargs) -> Self:
         """Uniform in [-1, 1) / sqrt(numel) (tinygrad's)."""
-        shape = _shape(shape)
-        bound = math.prod(shape) ** -0.5
+        shape = _shape("scaled_uniform", shape)
+        bound = max(math.prod(shape), 1) ** -0.5
         return cls.uniform(*shape, low=-bound, high=bound, **kwargs)
 
     @classmethod
     def kaiming_normal(cls, *shape, a: float = 0.01, **kwargs) -> Self:
         """Normal with std sqrt(2 / (1 + a^2)) / sqrt(fan_in), fan_in the product of shape[1:]."""
-        shape = _shape(shape)
-        std = math.sqrt(2.0 / (1 + a * a)) / math.sqrt(math.prod(shape[1:]))
+        shape = _shape("kaiming_normal", shape)
+        std = math.sqrt(2.0 / (1 + a * a)) / math.sqrt(max(math.prod(shape[1:]), 1))
         return cls.normal(*shape, mean=0.0, std=std, **kwargs)
 
     # ---- bitwise, by name ----

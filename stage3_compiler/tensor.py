@@ -25,6 +25,7 @@ from .dtype import DType, dtypes, to_dtype
 from .elementwise import ElementwiseMixin
 from .engine import capture, checks
 from .engine.realize import realize
+from .errors import ArgumentError
 from .functional import FunctionalMixin
 from .graph.lazy import LazyBuffer
 from .graph.shapetracker import is_symbolic
@@ -49,9 +50,9 @@ def argfix(*x) -> tuple:
 def _check_shape(op: str, shape: Sequence[int]) -> Shape:
     shape = tuple(shape)
     if not all(isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 0 for n in shape):
-        raise ValueError(f"{op}: shape must be non-negative ints, got {shape}")
+        raise ArgumentError(f"{op}: shape must be non-negative ints, got {shape}")
     if len(shape) > MAX_DIMS:
-        raise ValueError(f"{op}: at most {MAX_DIMS} dims are supported, got {len(shape)}")
+        raise ArgumentError(f"{op}: at most {MAX_DIMS} dims are supported, got {len(shape)}")
     return tuple(int(n) for n in shape)
 
 
@@ -60,9 +61,9 @@ def _from_python(data, dtype: DType | None) -> np.ndarray:
     try:
         arr = np.asarray(data)
     except ValueError:
-        raise ValueError("Tensor: nested lists must be rectangular (ragged lists are not supported)") from None
+        raise ArgumentError("Tensor: nested lists must be rectangular (ragged lists are not supported)") from None
     if arr.dtype == object:
-        raise ValueError("Tensor: nested lists must be rectangular and hold only numbers")
+        raise ArgumentError("Tensor: nested lists must be rectangular and hold only numbers")
     if dtype is None:
         if arr.dtype.kind == "f":
             dtype = dtypes.default_float
@@ -138,7 +139,7 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
 
     def _check_dims(self, op: str, shape: Shape) -> Shape:
         if len(shape) > MAX_DIMS:
-            raise ValueError(f"{op}: at most {MAX_DIMS} dims are supported, got shape {tuple(shape)}")
+            raise ArgumentError(f"{op}: at most {MAX_DIMS} dims are supported, got shape {tuple(shape)}")
         return tuple(shape)
 
     @staticmethod
@@ -203,7 +204,7 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
         if stop is None:
             start, stop = 0, start
         if step == 0:
-            raise ValueError("arange: step must not be zero")
+            raise ArgumentError("arange: step must not be zero")
         if isinstance(stop, Node):  # arange(t) for a bound Variable t: the iota of its maximum, shrunk to t
             return Tensor._symbolic_arange(start, stop, step, dtype, device)._tag(**kwargs)
         n = max(0, math.ceil((stop - start) / step))
@@ -244,7 +245,7 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
     @staticmethod
     def linspace(start, stop, steps: int, dtype=None, device=None, **kwargs) -> Tensor:
         if steps < 0:
-            raise ValueError(f"linspace: steps must be non-negative, got {steps}")
+            raise ArgumentError(f"linspace: steps must be non-negative, got {steps}")
         dtype = to_dtype(dtype or dtypes.default_float, "linspace")
         device = canonical("linspace", device)
         if steps == 1:
@@ -283,7 +284,7 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
     @staticmethod
     def randint(*shape, low: int = 0, high: int = 10, dtype=None, device=None, **kwargs) -> Tensor:
         if high <= low:
-            raise ValueError(f"randint: need low < high, got low={low}, high={high}")
+            raise ArgumentError(f"randint: need low < high, got low={low}, high={high}")
         u = Tensor.rand(*shape, dtype=dtypes.float64, device=device)
         return ((u * (high - low)).cast(dtypes.int64) + low).cast(dtype or dtypes.default_int)._tag(**kwargs)
 
@@ -297,14 +298,14 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
 
     @staticmethod
     def kaiming_uniform(*shape, a: float = 0.01, **kwargs) -> Tensor:
-        shape = argfix(*shape)
-        bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a**2)) / math.sqrt(prod(shape[1:]))
+        shape = _check_shape("kaiming_uniform", argfix(*shape))
+        bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a**2)) / math.sqrt(max(prod(shape[1:]), 1))
         return Tensor.uniform(*shape, low=-bound, high=bound, **kwargs)
 
     @staticmethod
     def glorot_uniform(*shape, **kwargs) -> Tensor:
-        shape = argfix(*shape)
-        bound = math.sqrt(6.0 / (shape[0] + prod(shape[1:])))
+        shape = _check_shape("glorot_uniform", argfix(*shape))
+        bound = math.sqrt(6.0 / max(shape[0] + prod(shape[1:]), 1))
         return Tensor.uniform(*shape, low=-bound, high=bound, **kwargs)
 
     def full_like(self, fill_value, dtype=None, device=None, **kwargs) -> Tensor:
@@ -353,13 +354,13 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
         found = lazy.st.variables | variables(lazy.base.shape)
         unbound = [v.name for v in found if v.value is None]
         if unbound:
-            raise ValueError(f"numpy: the tensor of shape {self.shape} has Variables that are not bound: {unbound}")
+            raise ArgumentError(f"numpy: the tensor of shape {self.shape} has Variables that are not bound: {unbound}")
         values = {v.name: v.value for v in found}
         return self._make(lazy.base._view(lazy.st.substitute(values)))
 
     def item(self):
         if self.bound().numel() != 1:
-            raise ValueError(f"item: only a tensor with one element converts to a scalar, got {self.shape}")
+            raise ArgumentError(f"item: only a tensor with one element converts to a scalar, got {self.shape}")
         value = self.numpy().reshape(-1)[0].item()
         return bool(value) if self.dtype is dtypes.bool else value
 
@@ -373,8 +374,8 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
         x.contiguous() first. A write there bypasses the graph: nothing computed before sees it."""
         x = self.realize().lazydata
         if not (x.is_base or x.st.contiguous) or x.realized is None:
-            raise ValueError(f"data_ptr: the tensor of shape {self.shape} is a view, not a buffer of its own; "
-                             "take x.contiguous() first")
+            raise ArgumentError(f"data_ptr: the tensor of shape {self.shape} is a view, not a buffer of its own; "
+                                "take x.contiguous() first")
         return x.realized.ptr(0, self.dtype)
 
     def to(self, device: str | None) -> Tensor:
@@ -414,7 +415,7 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
 
     def __bool__(self) -> bool:
         if self.numel() != 1:
-            raise ValueError(f"bool: the truth value of a tensor of shape {self.shape} is ambiguous")
+            raise ArgumentError(f"bool: the truth value of a tensor of shape {self.shape} is ambiguous")
         return bool(self.item())
 
     def __float__(self) -> float:
