@@ -106,9 +106,11 @@ NONNEG = domain(0.0, 4.0, 0, 9)  # sqrt
 NONZERO = domain(0.5, 2.0, 1, 9, bools="true", sign=True)  # reciprocal, divisors
 SMALL = domain(-1.5, 1.5, -3, 3)  # prod: keeps products far from overflow
 EXPONENT = domain(-2.0, 2.0, 0, 3)  # pow: ints reject negative exponents
+NEGATIVE = domain(-2.0, -0.5, -3, -1)  # pow of a negative base: NaN at a fractional exponent, and NaN slopes
 PROB = domain(0.05, 0.95, 0, 1)  # probabilities for binary cross-entropy
 WIDE = domain(-6.0, 6.0, -9, 9)  # tanh, sigmoid, gelu: reach both saturated tails
 COARSE = domain(-2.0, 2.0, -3, 3, coarse=True)  # comparisons, max/min, argmax: many ties
+KINKS = domain(-1.0, 1.0, -1, 1, coarse=True)  # relu's gradient at exactly 0 (kept for the gradient tests)
 
 
 _SPECIALS = np.array([0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 0.5, -2.0, 3.0, 1e-30, -1e-30, 100.0, -100.0])

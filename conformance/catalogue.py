@@ -45,6 +45,8 @@ from .cases import (
     EXPONENT,
     FLOATS,
     INTS,
+    KINKS,
+    NEGATIVE,
     NONNEG,
     NONZERO,
     NUMERIC,
@@ -299,6 +301,12 @@ _GETITEM_KEYS = {
 }
 _GETITEM = [Case(f"{shape_id(s)}{key_id(k)}", (Arg(s),), {"key": k}) for s, keys in _GETITEM_KEYS.items()
             for k in keys]
+# Where torch and tinygrad index otherwise than numpy: an int beside index arrays is a basic index (it
+# neither joins their broadcast nor keeps them apart), and a list holding arrays is a tuple of indices.
+_GETITEM_TORCH = [Case(f"2x3x4x5{key_id(k)}", (Arg((2, 3, 4, 5)),), {"key": k}) for k in [
+    (1, _S(None), Index([0, 2])), (Index([0, 1]), 2, Index([1, 3])), (_S(None), Index([0, 2]), 1, Index([1, 0])),
+    (0, _S(None), _S(None), Index([[1], [2]])), (Index([1, 0]), _S(None), 3), (1, Index([2, 0]), None, 0),
+    [Index([0, 1]), 1], [Index([1]), [2, 0]], [[0], Index([1, 2])]]]
 _GETITEM += [Case(f"3x4:{lay}{key_id(k)}", (Arg((3, 4), lay),), {"key": k})
              for lay, k in [("T", (_S(None, None, -1), 1)), ("X", (..., _S(1, None, 2))),
                             ("E", (Index([2, 0]), 3)), ("F", (_S(1, 3), Index([0, 3])))]]
@@ -367,6 +375,16 @@ add(
          case(Arg(()), dim=0), case(Arg((3, 4)), dim=-3), case(Arg((3, 4), "F"), dim=2)]),
     _mv("contiguous", lambda T, x: x.contiguous(), lambda a: a, unary_cases()),
     _mv("getitem", lambda T, x, key: x[key], lambda a, key: a[key], _GETITEM),
+    _mv("getitem_torch_rules", lambda T, x, key: x[key], R.getitem_torch, _GETITEM_TORCH, capability="getitem"),
+    _mv("reshape_none", lambda T, x, shape: x.reshape(shape),
+        lambda a, shape: a.reshape([a.shape[i] if n is None else n for i, n in enumerate(shape)]),
+        [case(Arg((2, 3, 4)), shape=(None, 12)), case(Arg((2, 3, 4)), shape=(None, None, 4)),
+         case(Arg((2, 3, 4)), shape=(None, -1)), case(Arg((2, 3, 4), "T"), shape=(None, 4, 3))],
+        capability="reshape"),
+    _mv("pad2d", lambda T, x, arg, value: x.pad2d(arg, value), lambda a, arg, value: R.pad_flat(a, arg, value),
+        [case(Arg((2, 3, 4)), arg=(1, 2, 0, 1), value=0.0), case(Arg((2, 3, 4)), arg=(-1, 2, -2, 1), value=5.0),
+         case(Arg((3, 4)), arg=(0, 0, 1, -1), value=0.0), case(Arg((3, 4), "T"), arg=(2, -1), value=-1.0)],
+        capability="pad"),
     _mv("cat", lambda T, *xs, dim: xs[0].cat(*xs[1:], dim=dim), lambda *a, dim: np.concatenate(a, axis=dim),
         [case(Arg((2, 3)), Arg((4, 3)), dim=0), case(Arg((2, 3)), Arg((2, 1)), dim=1),
          case(Arg((2, 3)), Arg((2, 0)), Arg((2, 2)), dim=-1), case(Arg((0, 3)), Arg((2, 3)), dim=0),
@@ -442,6 +460,7 @@ add(
     _binary("mul", lambda T, x, y: x * y, np.multiply, DTYPES, specials=True),
     _binary("div", lambda T, x, y: x / y, np.divide, NUMERIC, out=_F, right=NONZERO, specials=True),
     _binary("pow", lambda T, x, y: x**y, np.power, NUMERIC, left=POSITIVE, right=EXPONENT),
+    _binary("pow_negative_base", lambda T, x, y: x**y, np.power, FLOATS, left=NEGATIVE, right=EXPONENT),
     Op("__matmul__", "elementwise", lambda T, x, y: x @ y, np.matmul, NUMERIC,
        fixed([case(Arg((3, 4)), Arg((4, 5))), case(Arg((4,)), Arg((4, 5))), case(Arg((2, 3, 4)), Arg((4,)))]),
        tol=GEMM),
@@ -483,6 +502,8 @@ add(
     _unary("sigmoid", lambda T, x: x.sigmoid(), R.sigmoid, DTYPES, out=_F, domain=WIDE, tol=COMPOSITE,
            specials=True),
     _unary("relu", lambda T, x: x.relu(), lambda a: np.maximum(a, 0), NUMERIC),
+    _unary("relu_at_kinks", lambda T, x: x.relu(), lambda a: np.maximum(a, 0), FLOATS, domain=KINKS),
+    _unary("leakyrelu", lambda T, x: x.leakyrelu(), R.leaky_relu, FLOATS),
     _unary("gelu", lambda T, x: x.gelu(), R.gelu, NUMERIC, out=_F, domain=WIDE, tol=COMPOSITE),
     _unary("gelu_tanh", lambda T, x: x.gelu(approximate="tanh"), R.gelu_tanh, FLOATS, domain=WIDE,
            tol=COMPOSITE),
@@ -683,6 +704,12 @@ def _reduce(name: str, call: Callable[..., Any], ref: Callable[..., Any], dtypes
 
 _VAR = reduce_cases(min_len=2) + [case(Arg((3, 4)), axis=1, keepdim=False, correction=0),
                                   case(Arg((2, 3, 4)), axis=None, keepdim=False, correction=0)]
+# No degrees of freedom left (N - correction <= 0): inf, or nan where the slice is constant, as numpy and torch.
+_VAR_NO_DOF = [case(Arg((1, 2, 3, 1, 5)), axis=(0, 3), keepdim=False, correction=c) for c in (1, 5)] + \
+    [case(Arg((2, 3)), axis=1, keepdim=True, correction=4)]
+# A size-1 slice has variance 0: std's gradient there is torch's 0, not sqrt's infinite slope at 0.
+_STD_CONSTANT = [case(Arg((1, 2, 3, 1, 5)), axis=(0, 3), keepdim=False, correction=0),
+                 case(Arg((3, 1)), axis=1, keepdim=True, correction=0)]
 _ARGS = reduce_cases(tuples=False)
 
 add(
@@ -699,6 +726,9 @@ add(
             out=to_int64, domain=COARSE, compute="same"),
     _reduce("var", lambda T, x, **k: x.var(**k), R.var, NUMERIC, _VAR, out=_F),
     _reduce("std", lambda T, x, **k: x.std(**k), R.std, NUMERIC, _VAR, out=_F),
+    _reduce("var_no_dof", lambda T, x, **k: x.var(**k), R.var, FLOATS, _VAR_NO_DOF, out=_F),
+    _reduce("std_no_dof", lambda T, x, **k: x.std(**k), R.std, FLOATS, _VAR_NO_DOF, out=_F),
+    _reduce("std_constant", lambda T, x, **k: x.std(**k), R.std, FLOATS, _STD_CONSTANT, out=_F),
     _reduce("prod", lambda T, x, **k: x.prod(**k), _np_reduce(np.prod), DTYPES, reduce_cases(empty=True),
             out=accumulate, domain=SMALL),
     _reduce("softmax", lambda T, x, axis: x.softmax(axis), R.softmax, FLOATS, axis_cases(), tol=COMPOSITE),
@@ -798,6 +828,12 @@ add(
        fixed([case(Arg((3, 4)), Arg((3, 4), **_FLAGS), value=2), case(Arg((2, 3, 4)), Arg((3, 1), **_FLAGS), value=2),
               case(Arg((3, 4), "T"), Arg((4,), **_FLAGS), value=2), case(Arg((0, 4)), Arg((4,), **_FLAGS), value=2)]),
        out=lambda dt, value: with_scalar(dt, value), compute="same", tol=EXACT),
+    # one_hot gives ints, as torch (int64) and tinygrad (its default int) do
+    Op("one_hot", "movement", lambda T, x, n: x.one_hot(n),
+       lambda a, n: (a[..., None] == np.arange(n)).astype(np.int64), INTS,
+       fixed([case(Arg((5,), domain=classes(4)), n=4), case(Arg((2, 3), domain=classes(6)), n=6),
+              case(Arg((0,), domain=classes(3)), n=3), case(Arg((3, 2), "T", domain=classes(2)), n=2)]),
+       out=to_int64, compute="same", tol=EXACT),
     Op("gather", "movement", lambda T, x, i, dim: x.gather(dim, i), _np_gather, DTYPES,
        fixed([case(Arg((3, 4, 5)), Arg((3, 2, 5), dtype="int64", domain=classes(4)), dim=1),
               case(Arg((4, 3)), Arg((6, 3), dtype="int64", domain=classes(4)), dim=0),
@@ -1176,7 +1212,7 @@ add(
 
 MOVED = {"T", "reshape", "view", "permute", "transpose", "expand", "pad", "shrink", "flip", "flatten",
          "unflatten", "squeeze", "unsqueeze", "contiguous", "getitem", "cat", "stack", "split", "chunk", "repeat",
-         "to", "dropout"}
+         "to", "dropout", "getitem_torch_rules", "reshape_none"}
 
 
 def _t_dims(axis: Any) -> tuple:
@@ -1286,6 +1322,7 @@ TORCH: dict[str, Callable[..., Any]] = {
     "mul": lambda t, x, y: x * y,
     "div": lambda t, x, y: x / y,
     "pow": lambda t, x, y: x**y,
+    "pow_negative_base": lambda t, x, y: x**y,
     "__matmul__": lambda t, x, y: x @ y,
     "add_scalar": lambda t, x, s: x + s,
     "radd": lambda t, x, s: s + x,
@@ -1310,6 +1347,8 @@ TORCH: dict[str, Callable[..., Any]] = {
     "tanh": lambda t, x: x.tanh(),
     "sigmoid": lambda t, x: x.sigmoid(),
     "relu": lambda t, x: x.relu(),
+    "relu_at_kinks": lambda t, x: x.relu(),
+    "leakyrelu": lambda t, x: t.nn.functional.leaky_relu(x, 0.01),
     "gelu": lambda t, x: t.nn.functional.gelu(x),
     "gelu_tanh": lambda t, x: t.nn.functional.gelu(x, approximate="tanh"),
     "silu": lambda t, x: t.nn.functional.silu(x),
@@ -1373,6 +1412,8 @@ TORCH: dict[str, Callable[..., Any]] = {
     "min": _t_amax("amin"),
     "var": _t_reduce("var"),
     "std": _t_reduce("std"),
+    "std_constant": _t_reduce("std"),
+    "pad2d": lambda t, x, arg, value: t.nn.functional.pad(x, arg, value=value),
     "prod": _t_prod,
     "softmax": lambda t, x, axis: t.softmax(x, axis),
     "log_softmax": lambda t, x, axis: t.log_softmax(x, axis),
@@ -1439,6 +1480,8 @@ NO_GRADIENT = {
     "scatter_repeats": "where a target repeats, only the source written gets its gradient (the derivative of our "
                        "forward); torch gives every repeated source one, for a forward it leaves undefined",
     "solve": "solve is forward-only in stage2 (the GLMs use it for the closed-form fit)",
+    "var_no_dof": "the value is total / 0 (inf, or nan): its gradient is a convention of dividing by zero",
+    "std_no_dof": "the value is sqrt(total / 0) (inf, or nan): its gradient is a convention of dividing by zero",
 }
 
 

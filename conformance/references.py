@@ -28,6 +28,28 @@ def pad(a: np.ndarray, arg: tuple) -> np.ndarray:
     return np.pad(a, [(0, 0) if p is None else p for p in arg])
 
 
+def pad_flat(a: np.ndarray, flat: tuple, value: float) -> np.ndarray:
+    """torch's flat padding, last dim first: (left, right, top, bottom, ...); a negative amount crops."""
+    pairs = [(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)][::-1]
+    pairs = [(0, 0)] * (a.ndim - len(pairs)) + pairs
+    a = a[tuple(slice(max(-b, 0), n - max(-e, 0)) for n, (b, e) in zip(a.shape, pairs, strict=True))]
+    return np.pad(a, [(max(b, 0), max(e, 0)) for b, e in pairs], constant_values=value)
+
+
+def getitem_torch(a: np.ndarray, key: Any) -> np.ndarray:
+    """torch's (and tinygrad's) indexing where it differs from numpy's: an int beside index arrays
+    selects first, like a basic index, so it neither joins the arrays' broadcast nor separates them;
+    a list holding arrays or slices is a tuple of indices."""
+    if isinstance(key, list) and any(isinstance(k, (list, tuple, np.ndarray, slice)) for k in key):
+        key = tuple(key)
+    key = key if isinstance(key, tuple) else (key,)
+    is_int = [isinstance(k, (int, np.integer)) and not isinstance(k, bool) for k in key]
+    # first the ints (None and ... as they are, everything else kept whole), then the rest on what is left
+    ints = tuple(k if i or k is None or k is Ellipsis else slice(None) for k, i in zip(key, is_int, strict=True))
+    rest = tuple(slice(None) if k is None else k for k, i in zip(key, is_int, strict=True) if not i)
+    return a[ints][rest]
+
+
 def squeeze(a: np.ndarray, axis: Any = None) -> np.ndarray:
     """torch and tinygrad leave a dim that is not 1 alone where numpy would raise."""
     if axis is None:

@@ -74,3 +74,13 @@ def test_surface_scalar_operands_beside_specials(stage):
     np.testing.assert_array_equal(x.copysign(-1.0).numpy(), np.copysign(a, np.float32(-1.0)))
     np.testing.assert_array_equal(x.logaddexp(0.0).numpy(), np.logaddexp(a, np.float32(0.0)))
     np.testing.assert_array_equal(x.isclose(1.0).numpy(), np.isclose(a, 1.0))
+
+
+def test_c_dtype_names(stage):
+    """dtypes.int, long, float and double are C's sizes, as in tinygrad and torch (torch.int is int32), and a
+    dtype named by string means the same."""
+    T, dtypes = stage.module.Tensor, stage.module.dtypes
+    names = {"int": dtypes.int32, "long": dtypes.int64, "float": dtypes.float32, "double": dtypes.float64}
+    for name, dtype in names.items():
+        assert getattr(dtypes, name) is dtype
+        assert T([1, 2], dtype=name).dtype is dtype

@@ -33,13 +33,9 @@ from conformance.cases import ANY, COARSE, FLOATS, LAYOUTS, NONZERO, POSITIVE, A
 from conformance.catalogue import CATALOGUE, ELEMENTWISE, NO_GRADIENT, grad_ref, torch_ref
 from conformance.checks import expect, resolve, seed
 
-# Points where the op is not differentiable and torch picks a value by convention; strict xfails.
-CONVENTIONS = {
-    "std-float32-3x4:E|axis=1,keepdim=False": "std of a constant row: torch defines the gradient as 0, "
-                                               "the chain rule through sqrt(0) gives nan",
-    "std-float64-3x4:E|axis=1,keepdim=False": "std of a constant row: torch defines the gradient as 0, "
-                                               "the chain rule through sqrt(0) gives nan",
-}
+# Points where the op is not differentiable and torch picks a value by convention; strict xfails. (std of a
+# constant row was one: torch defines its gradient as 0, and our std now does too.)
+CONVENTIONS: dict[str, str] = {}
 
 
 def _params_numpy(params: dict) -> dict:

@@ -319,6 +319,11 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
         out._copy_into(self)
         return out
 
+    def detach(self) -> Tensor:
+        """The same data, as a new tensor (stage1 records no graph, so there is nothing to cut it from;
+        stage2's detach also stops gradients)."""
+        return self._view(self, self.shape, self._strides, self._offset)
+
     def numpy(self) -> np.ndarray:
         x = self.contiguous()
         return x._buf.to_numpy(x._offset, x.numel(), x.dtype).reshape(x.shape)

@@ -9,7 +9,7 @@ conv2d, attention, the losses) record nothing themselves: their gradients come f
 primitives they are written on. stage2 promoted softmax and log_softmax to primitives with a
 rule of their own, for speed; here they are composites again, as the fusion does what that did.
 
-The API's unary float ops that the IR lacks (exp, log, cos, tanh, erf, sigmoid, gelu) are formulas of
+The API's float ops that the IR lacks (exp, log, cos, tanh, erf, sigmoid, gelu, pow) are formulas of
 transcendental.py on primitives, recorded as one op of their own (nothing recorded inside them), with
 the same rules as stage2's ops of those names. Differentiating a formula op by op would be wrong and
 slow. Wrong: a formula picks between branches with `where`, and the branch it discards still gets
@@ -119,6 +119,8 @@ RULES = {
     Ops.ADD: (lambda g, out, a, b: g, lambda g, out, a, b: g),
     Ops.MUL: (lambda g, out, a, b: g * b, lambda g, out, a, b: g * a),
     Ops.DIV: (lambda g, out, a, b: g / b, lambda g, out, a, b: -g * out / b),
+    Ops.POW: (lambda g, out, a, b: g * b * a.pow(b - 1),
+              lambda g, out, a, b: (a == 0).where(0.0, g * out * a.log())),  # torch's convention at a = 0
     # ties split the gradient evenly, as torch's maximum/minimum do
     Ops.MAX: (lambda g, out, a, b: g * ((a > b).cast(g.dtype) + (a == b).cast(g.dtype) * 0.5),
                 lambda g, out, a, b: g * ((b > a).cast(g.dtype) + (a == b).cast(g.dtype) * 0.5)),

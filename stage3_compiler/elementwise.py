@@ -79,8 +79,12 @@ class ElementwiseMixin(TensorCore):
             if a.dtype.is_float:
                 return -((-a).maximum(-b))
             return a & b if a.dtype is dtypes.bool else ~((~a).maximum(~b))
+        if op is Ops.POW and a.dtype.is_float:  # a formula recorded as one op, like the unary composites
+            with no_grad():
+                out = tm.pow(a, b)
+            return record(out, op, (a, b))
         if op is Ops.POW:
-            return tm.pow(a, b) if a.dtype.is_float else a._int_pow(b)
+            return a._int_pow(b)
         raise NotImplementedError(f"{name}: no IR form for {op.name}")
 
     def _int_pow(self, b: Self) -> Self:

@@ -372,7 +372,8 @@ def pow(x: FloatTensor, y: FloatTensor) -> FloatTensor:
     half = ay * 0.5
     odd = _round_nonneg(half, f) != half  # for integer y; +-inf count as even integers
     integer = odd.where(negative.where(-mag, mag), mag)
-    fraction = (x < 0.0).where((x == -math.inf).where(mag, math.nan), mag)  # (-2)^0.5 is NaN
+    # (-2)^0.5 is NaN, and so is its slope: a NaN computed from mag, not a constant (whose gradient is 0)
+    fraction = (x < 0.0).where((x == -math.inf).where(mag, mag * math.nan), mag)
     return (_round_nonneg(ay, f) == ay).where(integer, fraction)
 
 
