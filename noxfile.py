@@ -222,6 +222,18 @@ def bench(session: nox.Session) -> None:
 
 
 @nox.session(default=False)
+def tinygrad_ops(session: nox.Session) -> None:
+    """tinygrad 0.9.2's own op suite (from its source distribution on PyPI) against each stage, through the
+    shim in benchmarks/tinygrad_ops.py: the pass fraction per stage and every failure, under $TMPDIR."""
+    install(session, "test", "torch")
+    tmp = session.create_tmp()
+    session.run("pip", "download", "tinygrad==0.9.2", "--no-binary", ":all:", "--no-deps", "-d", tmp)
+    for stage in ("1", "2", "3"):
+        session.run("python", "-m", "benchmarks.tinygrad_ops", "--stage", stage, "--sdist",
+                    os.path.join(tmp, "tinygrad-0.9.2.tar.gz"), "--report", os.path.join(tmp, f"stage{stage}.md"))
+
+
+@nox.session(default=False)
 def gemm(session: nox.Session) -> None:
     """The CPU GEMM ladder leaderboard: every variant x size, 1 and 2 threads, vs OpenBLAS and torch."""
     install(session, "test", "gemm")

@@ -114,7 +114,7 @@ def test_graph_writes_the_lazy_and_the_kernel_graph(monkeypatch, tmp_path, capsy
     assert str(tmp_path) in capsys.readouterr().out  # it says where
     lazy = lazy_dot[0].read_text()
     assert lazy.startswith("digraph lazy {") and lazy.rstrip().endswith("}")
-    assert "REDUCE_ADD" in lazy and "MAX" in lazy and "view (4, 5, 6)" in lazy
+    assert "REDUCE_ADD" in lazy and "WHERE" in lazy and "view (4, 5, 6)" in lazy
     assert lazy.count("realized") == 2  # x and w were realized before
     assert "(4, 6) float32" in lazy and "test_debug.py:" in lazy
     graph = kernel_dot[0].read_text()
