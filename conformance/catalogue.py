@@ -343,10 +343,11 @@ add(
         [case(Arg((3, 4)), arg=((1, 2), (0, 1))), case(Arg((3, 4)), arg=((0, 0), (3, 0))),
          case(Arg((3, 4)), arg=(None, (1, 1))), case(Arg((0, 3)), arg=((1, 1), (0, 0))),
          case(Arg((5,)), arg=((2, 2),)), case(Arg((2, 3, 4), "X"), arg=((1, 0), (0, 2), (1, 1)))]),
-    _mv("pad_modes", lambda T, x, arg, mode: x.pad(arg, mode=mode),
-        lambda a, arg, mode: np.pad(a, [(0, 0) if p is None else p for p in arg],
-                                    mode={"reflect": "reflect", "replicate": "edge", "circular": "wrap"}[mode]),
+    _mv("pad_modes", lambda T, x, arg, mode: x.pad(arg, mode=mode), R.pad_mode,
         [case(Arg((3, 4)), arg=((1, 2), (2, 1)), mode=m) for m in ("reflect", "replicate", "circular")]
+        # a negative amount crops first, the rest pads what is left (torch)
+        + [case(Arg((3, 5)), arg=(None, p), mode=m) for m in ("reflect", "replicate", "circular")
+           for p in ((-1, 2), (2, -1))] + [case(Arg((4, 3), "T"), arg=((-1, -1), (1, 0)), mode="reflect")]
         + [case(Arg((2, 3, 4), "X"), arg=(None, (2, 0), (0, 3)), mode=m) for m in ("reflect", "replicate", "circular")]
         + [case(Arg((5,)), arg=((4, 4),), mode="replicate"), case(Arg((0, 3)), arg=(None, (1, 1)), mode="reflect")],
         capability="pad"),
@@ -355,6 +356,9 @@ add(
          case(Arg((3, 4)), arg=((1, 1), (0, 4))), case(Arg((5,)), arg=((0, 5),)),
          case(Arg((2, 3, 4), "T"), arg=((0, 1), (1, 3), (2, 4))),
          case(Arg((3, 4), "F"), arg=((2, 3), (1, 4)))]),
+    _mv("flip_args", lambda T, x, axes: x.flip(*axes), lambda a, axes: np.flip(a, axes),
+        [case(Arg((3, 4)), axes=(0, 1)), case(Arg((2, 3, 4), "X"), axes=(2, 0)), case(Arg((3, 4)), axes=(-1,))],
+        capability="flip"),
     _mv("flip", lambda T, x, axis: x.flip(axis), lambda a, axis: np.flip(a, axis),
         [case(Arg((3, 4)), axis=0), case(Arg((3, 4)), axis=(0, 1)), case(Arg((2, 3, 4)), axis=-1),
          case(Arg((2, 3, 4)), axis=(0, 2)), case(Arg((0, 3)), axis=1), case(Arg((3, 4), "T"), axis=1),
@@ -731,6 +735,15 @@ add(
     _reduce("std_constant", lambda T, x, **k: x.std(**k), R.std, FLOATS, _STD_CONSTANT, out=_F),
     _reduce("prod", lambda T, x, **k: x.prod(**k), _np_reduce(np.prod), DTYPES, reduce_cases(empty=True),
             out=accumulate, domain=SMALL),
+    # dtype=: cast first and accumulate in it (torch, tinygrad)
+    _reduce("sum_dtype", lambda T, x, axis, dtype: x.sum(axis, dtype=dtype),
+            lambda a, axis, dtype: np.sum(a.astype(str(dtype)), axis=axis), DTYPES,
+            [case(Arg((3, 4)), axis=a, dtype=D(d)) for a in (None, 1) for d in ("int32", "float64")],
+            out=lambda dt, axis, dtype: dtype, compute="same", capability="sum"),
+    _reduce("prod_dtype", lambda T, x, axis, dtype: x.prod(axis, dtype=dtype),
+            lambda a, axis, dtype: np.prod(a.astype(str(dtype)), axis=axis), DTYPES,
+            [case(Arg((3, 4)), axis=a, dtype=D(d)) for a in (None, 0) for d in ("int64", "float64")],
+            out=lambda dt, axis, dtype: dtype, domain=SMALL, compute="same", capability="prod"),
     _reduce("softmax", lambda T, x, axis: x.softmax(axis), R.softmax, FLOATS, axis_cases(), tol=COMPOSITE),
     _reduce("log_softmax", lambda T, x, axis: x.log_softmax(axis), R.log_softmax, FLOATS, axis_cases(),
             tol=COMPOSITE),
@@ -875,7 +888,8 @@ add(
     Op("meshgrid", "movement", lambda T, x, *others, indexing: x.meshgrid(*others, indexing=indexing),
        lambda *arrays, indexing: np.meshgrid(*arrays, indexing=indexing), DTYPES,
        fixed([case(Arg((3,)), Arg((2,)), indexing="ij"), case(Arg((3,)), Arg((2,)), Arg((4,)), indexing="xy"),
-              case(Arg((3,)), Arg((0,)), indexing="xy")]), compute="same", tol=EXACT, kind="tensors"),
+              case(Arg((3,)), Arg((0,)), indexing="xy"), case(Arg(()), Arg((2,)), indexing="ij")]),
+       compute="same", tol=EXACT, kind="tensors"),
     # sort and topk return (values, indices): each piece is its own entry, the values' with a gradient
     Op("sort", "reduction", lambda T, x, dim, descending: x.sort(dim, descending)[0],
        lambda a, **k: _np_sort(a, **k)[0], DTYPES, lambda dtype: _SORTS + (_SORT_SPECIAL if is_float(dtype) else []),
@@ -1212,7 +1226,7 @@ add(
 
 MOVED = {"T", "reshape", "view", "permute", "transpose", "expand", "pad", "shrink", "flip", "flatten",
          "unflatten", "squeeze", "unsqueeze", "contiguous", "getitem", "cat", "stack", "split", "chunk", "repeat",
-         "to", "dropout", "getitem_torch_rules", "reshape_none"}
+         "to", "dropout", "getitem_torch_rules", "reshape_none", "flip_args"}
 
 
 def _t_dims(axis: Any) -> tuple:
@@ -1413,6 +1427,10 @@ TORCH: dict[str, Callable[..., Any]] = {
     "var": _t_reduce("var"),
     "std": _t_reduce("std"),
     "std_constant": _t_reduce("std"),
+    "sum_dtype": lambda t, x, axis, dtype: x.sum(dtype=getattr(t, dtype)) if axis is None else
+    x.sum(axis, dtype=getattr(t, dtype)),
+    "prod_dtype": lambda t, x, axis, dtype: x.prod(dtype=getattr(t, dtype)) if axis is None else
+    x.prod(axis, dtype=getattr(t, dtype)),
     "pad2d": lambda t, x, arg, value: t.nn.functional.pad(x, arg, value=value),
     "prod": _t_prod,
     "softmax": lambda t, x, axis: t.softmax(x, axis),

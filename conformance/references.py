@@ -28,6 +28,14 @@ def pad(a: np.ndarray, arg: tuple) -> np.ndarray:
     return np.pad(a, [(0, 0) if p is None else p for p in arg])
 
 
+def pad_mode(a: np.ndarray, arg: tuple, mode: str) -> np.ndarray:
+    """pad(mode=...) as torch: a negative amount crops first, then numpy's mode pads what is left."""
+    pairs = [(0, 0) if p is None else p for p in arg]
+    a = a[tuple(slice(max(-b, 0), n - max(-e, 0)) for n, (b, e) in zip(a.shape, pairs, strict=True))]
+    return np.pad(a, [(max(b, 0), max(e, 0)) for b, e in pairs],
+                  mode={"reflect": "reflect", "replicate": "edge", "circular": "wrap"}[mode])
+
+
 def pad_flat(a: np.ndarray, flat: tuple, value: float) -> np.ndarray:
     """torch's flat padding, last dim first: (left, right, top, bottom, ...); a negative amount crops."""
     pairs = [(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)][::-1]

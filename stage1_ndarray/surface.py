@@ -376,18 +376,24 @@ class SurfaceMixin(TensorCore):
     def _pad_mode(self, pads: list[tuple[int, int]], mode: str) -> Self:
         """pad(mode="reflect" | "replicate" | "circular"), one dim after another (so corners come out
         as numpy's and torch's): the border built from shrinks of x (flipped for reflect, a size-1 edge
-        expanded for replicate, the other end for circular) and cat'ed on either side."""
+        expanded for replicate, the other end for circular) and cat'ed on either side. A negative amount
+        crops first, and the rest pads what is left, as in torch."""
         if mode not in ("reflect", "replicate", "circular"):
             raise ArgumentError(f"pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', got {mode!r}")
+        if any(b < 0 or a < 0 for b, a in pads):
+            crop = tuple((max(-b, 0), n - max(-a, 0)) for n, (b, a) in zip(self.shape, pads, strict=True))
+            if any(lo > hi for lo, hi in crop):
+                raise ArgumentError(f"pad: padding {pads} crops more than shape {self.shape} holds")
+            return self.shrink(crop)._pad_mode([(max(b, 0), max(a, 0)) for b, a in pads], mode)
         out = self
         for d, (before, after) in enumerate(pads):
             n = self.shape[d]
             limit = n - 1 if mode == "reflect" else n if mode == "circular" else math.inf
             if not (before or after):
                 continue
-            if before < 0 or after < 0 or n == 0 or max(before, after) > limit:
-                raise ArgumentError(f"pad: {mode} padding {pads[d]} of dim {d} of shape {self.shape} must be >= 0 "
-                                    f"and at most {limit if limit != math.inf else 'any'}")
+            if n == 0 or max(before, after) > limit:
+                raise ArgumentError(f"pad: {mode} padding {pads[d]} of dim {d} of shape {self.shape} must be at "
+                                    f"most {limit if limit != math.inf else 'any'}")
 
             def part(src: Self, lo: int, hi: int, dim: int = d) -> Self:
                 return src.shrink(tuple((lo, hi) if k == dim else None for k in range(src.ndim)))
@@ -524,10 +530,11 @@ class SurfaceMixin(TensorCore):
         return x.expand(shape).reshape(self.shape[:d] + (self.shape[d] * repeats,) + self.shape[d + 1:])
 
     def meshgrid(self, *others: Self, indexing: str = "ij") -> tuple[Self, ...]:
-        """Coordinate grids from 1-D tensors (numpy's meshgrid: "ij" or "xy", which swaps the first two)."""
+        """Coordinate grids from 1-D tensors (numpy's meshgrid: "ij" or "xy", which swaps the first two); a
+        0-d tensor counts as one of length 1, as in torch."""
         if indexing not in ("ij", "xy"):
             raise ArgumentError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
-        tensors = (self, *others)
+        tensors = tuple(t.reshape(1) if t.ndim == 0 else t for t in (self, *others))
         if any(t.ndim != 1 for t in tensors):
             raise ArgumentError(f"meshgrid: expected 1-D tensors, got shapes {[t.shape for t in tensors]}")
         sizes = [t.shape[0] for t in tensors]

@@ -117,8 +117,9 @@ class MovementMixin(TensorCore):
             shape.append(end - start)
         return record(self._view(self, tuple(shape), self._strides, offset), Ops.SHRINK, (self,), arg=tuple(arg))
 
-    def flip(self, axis) -> Self:
-        axes = normalize_axes("flip", axis, self.ndim, self.shape)
+    def flip(self, axis, *more: int) -> Self:
+        """flip(0, 1) or flip((0, 1))."""
+        axes = normalize_axes("flip", (axis, *more) if more else axis, self.ndim, self.shape)
         offset, strides = self._offset, list(self._strides)
         for a in axes:
             if self.shape[a] > 0:

@@ -105,8 +105,9 @@ class MovementMixin(TensorCore):
             bounds.append((start, end))
         return record(self._make(self.lazydata.shrink(tuple(bounds))), Ops.SHRINK, (self,), arg=tuple(arg))
 
-    def flip(self, axis) -> Self:
-        axes = normalize_axes("flip", axis, self.ndim, self.shape)
+    def flip(self, axis, *more: int) -> Self:
+        """flip(0, 1) or flip((0, 1))."""
+        axes = normalize_axes("flip", (axis, *more) if more else axis, self.ndim, self.shape)
         return record(self._make(self.lazydata.flip(tuple(sorted(axes)))), Ops.FLIP, (self,), axes=axes)
 
     def squeeze(self, dim: int | None = None) -> Self:

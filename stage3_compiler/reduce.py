@@ -33,11 +33,13 @@ class ReduceMixin(TensorCore):
         """Sums and products of bool and int32 accumulate in int64, as numpy does."""
         return self.cast(dtypes.int64) if self.dtype in (dtypes.bool, dtypes.int32) else self
 
-    def sum(self, axis=None, keepdim: bool = False) -> Self:
-        return self._wide()._reduce(Ops.REDUCE_ADD, "sum", axis, keepdim)
+    def sum(self, axis=None, keepdim: bool = False, dtype=None) -> Self:
+        """dtype: cast to it first, and accumulate in it (torch's and tinygrad's)."""
+        return (self._wide() if dtype is None else self.cast(dtype))._reduce(Ops.REDUCE_ADD, "sum", axis, keepdim)
 
-    def prod(self, axis=None, keepdim: bool = False) -> Self:
-        return self._wide()._reduce(Ops.REDUCE_MUL, "prod", axis, keepdim)
+    def prod(self, axis=None, keepdim: bool = False, dtype=None) -> Self:
+        """dtype: cast to it first, and accumulate in it (torch's and tinygrad's)."""
+        return (self._wide() if dtype is None else self.cast(dtype))._reduce(Ops.REDUCE_MUL, "prod", axis, keepdim)
 
     def max(self, axis=None, keepdim: bool = False) -> Self:
         return self._reduce(Ops.REDUCE_MAX, "max", axis, keepdim)
