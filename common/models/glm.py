@@ -101,8 +101,9 @@ class LogisticRegression:
         w, _ = self.params
         n = x.shape[0]
         z = self(x)  # (n, 1)
-        # softplus(z) = log(1 + e^z) = max(z, 0) + log(1 + e^-|z|): never overflows
-        softplus = z.relu() + ((-z.abs()).exp() + 1).log()
+        # softplus(z) = log(1 + e^z) = max(z, 0) + log(1 + e^-|z|): never overflows. maximum, not relu: at
+        # z = 0 (every row, with the zero start) maximum's tie gives slope 1/2, softplus's, where relu gives 0
+        softplus = z.maximum(0) + ((-z.abs()).exp() + 1).log()
         loss = (softplus - y * z).mean() + (w * w).sum() * (self.l2 / 2)
         dz = (z.sigmoid() - y) / n  # (n, 1)
         dw = _xt_matmul(x, dz) + w * self.l2  # (d, 1)
