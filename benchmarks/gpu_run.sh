@@ -185,13 +185,15 @@ fi
 PYTEST=("$PY" -m pytest -q -p no:cacheprovider -rfE "${PYTEST_SMOKE[@]}")
 # pytest-xdist (the GPU image has it): each suite on WORKERS processes, the two suites side by side. A fresh
 # machine compiles every kernel with NVRTC on first use (stage3's subset: thousands), work for many CPUs.
+# stage3's subset took 130 s beside stage2 on the first H100 run (2026-11-27) and was cut in its teardown.
+CONF_CAP=${GPU_RUN_CONFORMANCE_CAP:-170}
 WORKERS=${GPU_RUN_WORKERS:-$(( $(nproc) / 2 > 6 ? 6 : $(nproc) / 2 ))}
 XDIST=()
 if [ "$WORKERS" -ge 2 ] && "$PY" -c 'import xdist' 2>/dev/null; then XDIST=(-n "$WORKERS"); fi
-part stage2_cuda 130 160 "$OUT/stage2_cuda.log" "${PYTEST[@]}" "${XDIST[@]}" conformance --stage stage2_autograd \
+part stage2_cuda "$CONF_CAP" 160 "$OUT/stage2_cuda.log" "${PYTEST[@]}" "${XDIST[@]}" conformance --stage stage2_autograd \
   --device CUDA "${K2[@]}" --junitxml "$WORK/stage2_cuda.xml" &
 if [ -n "$SUBSET" ]; then
-  part stage3_cuda 130 160 "$OUT/stage3_cuda.log" "${PYTEST[@]}" "${XDIST[@]}" conformance --stage stage3_compiler \
+  part stage3_cuda "$CONF_CAP" 160 "$OUT/stage3_cuda.log" "${PYTEST[@]}" "${XDIST[@]}" conformance --stage stage3_compiler \
     --device CUDA "${K3[@]}" --junitxml "$WORK/stage3_cuda.xml" &
 else
   record stage3_cuda failed 0.0 "could not read STAGE3_CUDA_SUBSET from noxfile.py: $(tail -1 "$WORK/subset.err")"

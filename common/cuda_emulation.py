@@ -284,6 +284,9 @@ class EmulatedBackend:
     shim precompiled; two sources may then share a kernel name, so a library is found by both."""
 
     name = "emulate"
+    # The GPU this pretends to be, as the runtime sizes work for it: a small one, so that tests with
+    # small tensors reach the paths that split a reduction or a matmul's K across blocks.
+    multiprocessors = 2
 
     def __init__(self, gen=None):
         self.gen = gen

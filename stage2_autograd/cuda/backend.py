@@ -34,6 +34,7 @@ class CupyBackend:
         self.cupy = cupy
         self.device = cupy.cuda.Device()  # the current device; CuPy allocates and launches there
         self.capability = int(self.device.compute_capability)  # 90 on an H100
+        self.multiprocessors = int(self.device.attributes["MultiProcessorCount"])  # 132 on an H100 SXM
 
     # ---- memory: CuPy's pool, copies through the CUDA runtime ----
 

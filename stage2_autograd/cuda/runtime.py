@@ -13,6 +13,7 @@ A Runtime drives a backend, which owns memory, compilation and launches:
     function(name, source) -> f           f(grid, block, args)      args: numpy scalars, pointers as uint64
     gemm_function(variant) -> f           f(grid, block, args, shared_mem=...)
     runs(variant) -> bool                 whether the device can run a GEMM rung
+    multiprocessors                       the GPU's SM count, to size the work of a launch
 
 `CupyBackend` (backend.py) is the real one. Tests may install another with `use_backend` before
 the first cuda tensor is made: the CPU emulator of common/cuda_emulation.py compiles the same
@@ -31,8 +32,16 @@ from . import gemm
 
 THREADS = 256  # per block for the grid-stride kernels; any grid is correct, this one is ordinary
 MAX_BLOCKS = 65535  # enough blocks to fill any GPU; the grid-stride loops cover the rest
+# "Enough blocks" to fill a GPU: as many as can be resident on every multiprocessor at once (a few per SM
+# hide each other's memory waits). A reduce block is light (256 threads, 1 KB of shared memory); a GEMM
+# rung's takes about half an SM's registers.
+REDUCE_BLOCKS_PER_SM = 4
+GEMM_BLOCKS_PER_SM = 2
+SPLIT_REDUCE_MIN = 2048  # terms per block, at least, when one output's reduction is split across blocks
+SPLIT_K_MIN = 256  # K per slice, at least, when a matmul's K is split across blocks
 DTYPE_NAMES = {dt.code: dt.name for dt in dtypes.all}
 BY_ITEMSIZE = {1: "bool", 4: "int32", 8: "int64"}  # copies move bits: any dtype of the size will do
+DTYPE_BYTES = {dt.name: dt.itemsize for dt in dtypes.all}
 
 
 def _ptr(p) -> np.uint64:
@@ -59,6 +68,7 @@ class Runtime:
         fp32 = [v for v in gemm.variants().values() if v.precision == "fp32" and backend.runs(v)]
         # The top float32 rung; the bf16 rungs above it round the inputs, which float32 matmul must not.
         self.gemm_variant = fp32[-1] if fp32 else None
+        self.multiprocessors = backend.multiprocessors
 
     # ---- compiling and launching ----
 
@@ -123,9 +133,42 @@ class Runtime:
         fn = self._try("reduce", Ops(op).name.lower(), name, name, 3)
         if fn is None:
             return -1
+        slices = self._reduce_slices(O, R, I)
+        if slices > 1:
+            self._reduce_split(fn, DTYPE_BYTES[name], out, a, R, I, sr, si, slices)
+            return 0
         args = [_ptr(out), _ptr(a), *map(np.int64, (O, R, I, so, sr, si))]
         self._launch(fn, O * I * gen.REDUCE_THREADS, args, threads=gen.REDUCE_THREADS)  # a block per output
         return 0
+
+    def _reduce_slices(self, O: int, R: int, I: int) -> int:
+        """Into how many slices to cut R. The kernel gives each output one block, so a reduction to a few
+        outputs (a gradient's norm: one output from a million terms) would run on a few multiprocessors
+        and leave the rest of the GPU idle. Only O == 1 is cut (a whole tensor, or its leading axes):
+        then the slices are one more outer axis of the same (O, R, I) view."""
+        enough = REDUCE_BLOCKS_PER_SM * self.multiprocessors
+        if O != 1 or not 0 < I < enough:  # (I == 0: no outputs, nothing to split)
+            return 1
+        return max(1, min(-(-enough // I), R // SPLIT_REDUCE_MIN))
+
+    def _reduce_split(self, fn, itemsize: int, out, a, R: int, I: int, sr: int, si: int, slices: int) -> None:
+        """Two passes of the same kernel: each of `slices` blocks per output folds R // slices terms
+        (a last launch folds the R % slices left over), then one block per output folds those partial
+        results. Sum, product, max and min all regroup this way; the float result differs from one
+        pass only by rounding (another order of the same additions)."""
+        chunk = R // slices
+        rest = R - slices * chunk
+        parts = slices + (rest > 0)
+        partial = self.backend.alloc(parts * I * itemsize)
+        a0 = int(_ptr(a))
+        T = gen.REDUCE_THREADS
+        self._launch(fn, slices * I * T, [np.uint64(partial.ptr), np.uint64(a0),
+                                          *map(np.int64, (slices, chunk, I, chunk * sr, sr, si))], threads=T)
+        if rest:
+            self._launch(fn, I * T, [np.uint64(partial.ptr + slices * I * itemsize),
+                                     np.uint64(a0 + slices * chunk * sr * itemsize),
+                                     *map(np.int64, (1, rest, I, 0, sr, si))], threads=T)
+        self._launch(fn, I * T, [_ptr(out), np.uint64(partial.ptr), *map(np.int64, (1, parts, I, 0, I, 1))], threads=T)
 
     def arg_reduce(self, op: int, dtype: int, out, a, O: int, R: int, I: int, so: int, sr: int, si: int) -> int:
         fn = self._function("arg_reduce", Ops(op).name.lower(), DTYPE_NAMES[dtype], "int64", 3)
@@ -226,12 +269,48 @@ class Runtime:
         fn = self._functions.get(v.name)
         if fn is None:
             fn = self._functions[v.name] = self.backend.gemm_function(v)
+        slices = self._k_slices(v, batch, M, N, K)
+        if slices > 1:
+            self._matmul_split_k(fn, v, out, a, b, M, N, K, slices)
+            return 0
         c0, a0, b0 = (int(_ptr(p)) for p in (out, a, b))
         for z in range(0, batch, gemm.MAX_BATCH):  # the whole batch in one launch (grid depth), up to gridDim.z's limit
             args = [np.uint64(c0 + 4 * z * M * N), np.uint64(a0 + 4 * z * M * K), np.uint64(b0 + 4 * z * K * N),
                     np.int32(M), np.int32(N), np.int32(K), np.float32(1.0), np.float32(0.0)]
             fn(v.grid(M, N, min(batch - z, gemm.MAX_BATCH)), (v.threads, 1, 1), args, shared_mem=v.smem)
         return 0
+
+    def _k_slices(self, v: gemm.Variant, batch: int, M: int, N: int, K: int) -> int:
+        """Into how many slices to cut K (a power of two that divides it). A rung gives each tile of C
+        one block, so a C of few tiles with a long K (a weight's gradient: (384, 1152) summed over
+        16384 rows is 27 tiles) keeps most multiprocessors idle however fast each block is."""
+        tiles = batch * -(-M // v.bm) * -(-N // v.bn)
+        slices = 1
+        while batch == 1 and tiles * slices < GEMM_BLOCKS_PER_SM * self.multiprocessors and K % (2 * slices) == 0 \
+                and K // (2 * slices) >= SPLIT_K_MIN:
+            slices *= 2
+        return slices
+
+    def _matmul_split_k(self, fn, v: gemm.Variant, out, a, b, M: int, N: int, K: int, slices: int) -> None:
+        """Split-K: C = sum over s of A[:, slice s] @ B[slice s, :], the slices multiplied side by side
+        as one batched launch, then added up pairwise. B's slices already lie one after another; A's
+        columns are copied into slice-major order first (one pass over A), since a rung reads row-major
+        matrices of its own K."""
+        k = K // slices
+        a_sliced = self.backend.alloc(4 * slices * M * k)
+        self.copy_strided(4, a_sliced.ptr, [M * k, k, 1], a, [k, K, 1], 3, [slices, M, k])
+        partial = self.backend.alloc(4 * slices * M * N)
+        args = [np.uint64(partial.ptr), np.uint64(a_sliced.ptr), np.uint64(int(_ptr(b))),
+                np.int32(M), np.int32(N), np.int32(k), np.float32(1.0), np.float32(0.0)]
+        fn(v.grid(M, N, slices), (v.threads, 1, 1), args, shared_mem=v.smem)
+        add = self._function("binary", "add", "float32", "float32", 1)
+        half = slices // 2
+        while half >= 1:  # the first half of the partial products += the second half, the last sum into C
+            n = half * M * N
+            first, second = np.uint64(partial.ptr), np.uint64(partial.ptr + 4 * n)
+            self._launch(add, n, [_ptr(out) if half == 1 else first, first, second, np.int64(n), np.int64(n),
+                                  np.int64(1), np.int64(1)])
+            half //= 2
 
 
 _state: dict = {"runtime": None, "backend": None}

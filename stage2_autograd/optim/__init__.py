@@ -190,7 +190,10 @@ def clip_grad_norm_(params, max_norm: float) -> float:
     if not grads:
         return 0.0
     with Tensor.no_grad():
-        total = math.sqrt(sum(g.cast(dtypes.float64).square().sum().item() for g in grads))
+        # the squared sums stacked and summed in order (as the sum of Python floats was), then read back
+        # once: on a GPU each read waits for every kernel before it
+        squares = [g.cast(dtypes.float64).square().sum() for g in grads]
+        total = math.sqrt(squares[0].stack(*squares[1:]).sum().item())
         coef = max_norm / (total + 1e-6)
         if coef < 1:
             for p in params:

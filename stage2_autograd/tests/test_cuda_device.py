@@ -141,6 +141,47 @@ def test_ops_match_the_cpu(cuda):
         np.testing.assert_allclose(ours.numpy(), cpu.numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
 
 
+def test_split_work_matches_the_cpu(cuda, monkeypatch):
+    """A reduction to a few outputs from many terms, and a matmul of few C tiles with a long K, are cut
+    across blocks (runtime.py: _reduce_split, _matmul_split_k); the emulator poses as a 2-SM GPU, so
+    these small shapes are cut too. Each case checks that it was cut, then the answer."""
+    from ..cuda import runtime as rt
+
+    runtime = rt.runtime()
+    rng = np.random.default_rng(2)
+    big = rng.standard_normal((3, 10007)).astype(np.float32)  # 30021 terms: 8 slices of 3752 and 5 over
+    a, b = rng.standard_normal((40, 2048)).astype(np.float32), rng.standard_normal((2048, 24)).astype(np.float32)
+    assert runtime._reduce_slices(1, big.size, 1) == 8 and runtime._reduce_slices(1, 3, 10007) == 1
+    assert runtime._reduce_slices(1, big.size, 5) == 2 and runtime._reduce_slices(3, 10007, 1) == 1
+    assert runtime._k_slices(runtime.gemm_variant, 1, 40, 24, 2048) == 4
+    assert runtime._k_slices(runtime.gemm_variant, 2, 40, 24, 2048) == 1  # batched: not cut
+    assert runtime._k_slices(runtime.gemm_variant, 1, 40, 24, 2047) == 1  # K has no factor 2
+    cut = []
+    for method in ("_reduce_split", "_matmul_split_k"):
+        original = getattr(runtime, method)
+        monkeypatch.setattr(runtime, method, lambda *args, _f=original, _m=method: (cut.append(_m), _f(*args))[1])
+    g, c = Tensor(big, device=cuda), Tensor(big)
+    cases = {
+        "sum": lambda t: t.sum(),
+        "float64 sum": lambda t: t.cast(dtypes.float64).square().sum(),
+        "max": lambda t: t.max(),
+        "min of a column-major view": lambda t: t.T.reshape(-1)[:30000].min(),
+        "sum over the leading axis": lambda t: t.reshape(3, 1, 10007).T.sum(0),
+        "int sum": lambda t: (t * 100).cast(dtypes.int64).sum(),
+        "any": lambda t: (t > 4.5).any(),
+    }
+    for name, f in cases.items():
+        cut.clear()
+        np.testing.assert_allclose(f(g).numpy(), f(c).numpy(), rtol=2e-5, err_msg=name)
+        assert "_reduce_split" in cut, name
+    for name, (x, y) in {"A @ B": (a, b), "A.T @ B.T (views)": (a.T.copy().T, b.T.copy().T),
+                         "odd tile edges": (a[:33], b[:, :17])}.items():
+        cut.clear()
+        ours = (Tensor(x, device=cuda) @ Tensor(y, device=cuda)).numpy()
+        assert cut == ["_matmul_split_k"], name
+        np.testing.assert_allclose(ours, x.astype(np.float64) @ y, rtol=1e-4, atol=1e-4, err_msg=name)
+
+
 def test_the_same_seed_draws_the_same_numbers_on_both_devices(cuda):
     Tensor.manual_seed(7)
     on_gpu = Tensor.randn(3, 5, device=cuda).numpy()
