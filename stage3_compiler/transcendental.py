@@ -41,7 +41,8 @@ Why these formulas:
 - erfc(z) = exp(-z^2) * erfcx(z), with erfcx(z) (z + 3) a Chebyshev series in s = (z - 3)/(z + 3)
   over all z >= 0 (the map of Numerical Recipes' erfccheb; the coefficients are our own, below).
   exp(-z^2) is exp(-zh^2) * exp(-(z - zh)(z + zh)) with zh = z on a coarse grid so that zh^2 is
-  exact: z^2 rounded once would cost about z^2 / 2 ulp (40 at float32's underflow).
+  exact: z^2 rounded once would cost about z^2 / 2 ulp (40 at float32's underflow). The second
+  factor's argument is small (under 0.14), so it is one exp2 of the rounded t log2 e, not a split.
 - gelu uses Phi(x) = erfc(-x / sqrt 2) / 2 and takes exp(-x^2/2) from x itself, not from the
   rounded x / sqrt 2: torch's 0.5 x (1 + erf(x / sqrt 2)) cancels to -0 below x = -5.5 (float32)
   or -8.4 (float64) where the true value is tiny but representable.
@@ -230,7 +231,7 @@ def _erfc_parts(z: FloatTensor, v: FloatTensor, scale: float, f: _Format) -> tup
     r = (z + _ERFCX_SHIFT).reciprocal()
     s = (z + -_ERFCX_SHIFT) * r
     n, m = _exp_factors(vh * vh * -scale, f)
-    return _chebyshev(s, _ERFCX_CHEBYSHEV[: f.erfcx_terms]) * r, exp(rest * -scale), m, n
+    return _chebyshev(s, _ERFCX_CHEBYSHEV[: f.erfcx_terms]) * r, _exp_small(rest * -scale), m, n
 
 
 def _erfc_factors(z: FloatTensor, v: FloatTensor, scale: float, f: _Format) -> tuple[FloatTensor, FloatTensor]:
@@ -243,6 +244,13 @@ def _erfc_factors(z: FloatTensor, v: FloatTensor, scale: float, f: _Format) -> t
 def _erf_small(x: FloatTensor, f: _Format) -> FloatTensor:
     """erf(x) for |x| < 0.5 by its Taylor series (odd, so -0.0 stays -0.0)."""
     return x * _horner(x * x, _ERF_TAYLOR[: f.erf_terms])
+
+
+def _exp_small(t: FloatTensor) -> FloatTensor:
+    """e^t for |t| < 0.15 (erfc's factor near 1: |t| <= 0.133 in float32, 4e-5 in float64) as one
+    exp2. Rounding t log2 e moves the answer by at most |t log2 e| ulp of the exponent, under 0.03
+    ulp of the answer here, so exp's Cody-Waite split (two exp2, one of them 2^n) buys nothing."""
+    return (t * LOG2E).exp2()
 
 
 def _expm1(t: FloatTensor) -> FloatTensor:
@@ -342,10 +350,12 @@ def gelu_grad(x: FloatTensor) -> FloatTensor:
     v = _at_most(a, limit)
     z = v * SQRT1_2
     cx, near, m, n = _erfc_parts(z, v, 0.5, f)  # exp(-x^2 / 2) = near * 2^n * m, n down to -1131
-    q = (z < 0.5).where(1.0 + -_erf_small(z, f), (cx * near) * (n.exp2() * m)) * 0.5  # Phi(-|x|) as in gelu
     # x phi(x): 2^n alone would underflow before x (up to 17 in size) multiplies it, so the scale
-    # is 2^(n + 64) (exact, n <= 0) and then 2^-64, which rounds into the denormals once
-    slope = ((x * (near * INV_SQRT_2PI) * m) * (n + 64.0).exp2()) * 2.0**-64
+    # is 2^(n + 64) (exact, n <= 0) and then 2^-64, which rounds into the denormals once. The same
+    # power times 2^-64 is 2^n exactly (or the 0 that 2^n rounds to): one exp2 for both.
+    scaled = (n + 64.0).exp2()
+    q = (z < 0.5).where(1.0 + -_erf_small(z, f), (cx * near) * ((scaled * 2.0**-64) * m)) * 0.5  # Phi(-|x|)
+    slope = ((x * (near * INV_SQRT_2PI) * m) * scaled) * 2.0**-64
     slope = (a < limit).where(slope, x * 0.0)  # past the clamp it underflows: +-0, and NaN at +-inf as torch
     return (x < 0.0).where(q, 1.0 + -q) + slope
 
