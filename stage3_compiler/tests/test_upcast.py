@@ -9,7 +9,7 @@ import pytest
 
 from .. import Tensor
 from ..codegen import layouts
-from ..codegen.heuristics import heuristic_opts, upcast_axes
+from ..codegen.heuristics import across_axes, heuristic_opts, upcast_axes
 from ..codegen.opts import Opt, OptOps
 from ..cpu.compiler import wide_vector_registers
 from ..cpu.runtime import cpu_runtime
@@ -151,3 +151,19 @@ def test_a_transposing_copy_writes_sixteen_rows_a_pass():
     np.testing.assert_array_equal(x.T.contiguous().numpy(), x.numpy().T)
     for computed in (x.T * 2.0, x + 1.0):  # a kernel that computes, or reads in its own order: no lanes
         assert heuristic_opts(create_schedule([computed.lazydata])[0], CPU, 1) == ()
+
+
+def test_an_expression_written_across_a_short_axis_takes_lanes_along_the_long_one():
+    """A layernorm-like expression, x * rstd per row, written in (rows / 8, cols, 8) order: its last
+    loop (8 entries) reads x 64 floats apart, its middle one side by side. across_axes upcasts the
+    middle one by 16 (vector loads, the per-row value computed once a pass); written in plain order
+    it keeps its loop."""
+    x, r = rand(64, 64), rand(64, 1, seed=1)
+    y = x * (r * r + 1.0).sqrt().reciprocal()
+    tiled = y.reshape(8, 8, 64).permute(0, 2, 1).contiguous()  # (8, 64, 8): entry [i, c, j] is y[8i + j, c]
+    item = only_item(tiled)
+    assert item.root.shape == (8, 64, 8) and across_axes(item, set()) == {1: 16}
+    assert Opt(OptOps.UPCAST, 1, 16) in heuristic_opts(item, CPU, 1)
+    assert across_axes(only_item(y.contiguous()), set()) == {}
+    want = (x.numpy() / np.sqrt(r.numpy() ** 2 + 1)).reshape(8, 8, 64).transpose(0, 2, 1)
+    np.testing.assert_allclose(tiled.numpy(), want, rtol=1e-6)
