@@ -41,7 +41,6 @@ SPLIT_REDUCE_MIN = 2048  # terms per block, at least, when one output's reductio
 SPLIT_K_MIN = 256  # K per slice, at least, when a matmul's K is split across blocks
 DTYPE_NAMES = {dt.code: dt.name for dt in dtypes.all}
 BY_ITEMSIZE = {1: "bool", 4: "int32", 8: "int64"}  # copies move bits: any dtype of the size will do
-DTYPE_BYTES = {dt.name: dt.itemsize for dt in dtypes.all}
 
 
 def _ptr(p) -> np.uint64:
@@ -135,7 +134,7 @@ class Runtime:
             return -1
         slices = self._reduce_slices(O, R, I)
         if slices > 1:
-            self._reduce_split(fn, DTYPE_BYTES[name], out, a, R, I, sr, si, slices)
+            self._reduce_split(fn, getattr(dtypes, name).itemsize, out, a, R, I, sr, si, slices)
             return 0
         args = [_ptr(out), _ptr(a), *map(np.int64, (O, R, I, so, sr, si))]
         self._launch(fn, O * I * gen.REDUCE_THREADS, args, threads=gen.REDUCE_THREADS)  # a block per output

@@ -156,10 +156,18 @@ def test_split_work_matches_the_cpu(cuda, monkeypatch):
     assert runtime._k_slices(runtime.gemm_variant, 1, 40, 24, 2048) == 4
     assert runtime._k_slices(runtime.gemm_variant, 2, 40, 24, 2048) == 1  # batched: not cut
     assert runtime._k_slices(runtime.gemm_variant, 1, 40, 24, 2047) == 1  # K has no factor 2
-    cut = []
-    for method in ("_reduce_split", "_matmul_split_k"):
+    cut = []  # the split paths taken, by name
+
+    def record(method: str) -> None:
         original = getattr(runtime, method)
-        monkeypatch.setattr(runtime, method, lambda *args, _f=original, _m=method: (cut.append(_m), _f(*args))[1])
+
+        def wrapped(*args):
+            cut.append(method)
+            return original(*args)
+        monkeypatch.setattr(runtime, method, wrapped)
+
+    record("_reduce_split")
+    record("_matmul_split_k")
     g, c = Tensor(big, device=cuda), Tensor(big)
     cases = {
         "sum": lambda t: t.sum(),

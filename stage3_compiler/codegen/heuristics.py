@@ -228,19 +228,20 @@ def across_axes(item: ScheduleItem, stored: set[int]) -> dict[int, int]:
     if 0 in src.base.shape:  # a view that pads an empty expression: nothing is loaded
         return {}
     views = loaded_views(src.base, stored)
+    origin = [memory_index(src, v, [0] * len(shape)) for v in views]
 
     def steps(axis: int) -> list[int]:  # how far each load moves in memory when the root's axis steps by one
         unit = [0] * len(shape)
         unit[axis] = 1
-        moved = [(memory_index(src, v, unit), memory_index(src, v, [0] * len(shape))) for v in views]
+        moved = zip((memory_index(src, v, unit) for v in views), origin, strict=True)
         return [a - b for a, b in moved if a is not None and b is not None]  # (None: a symbolic offset)
 
-    def along(axis: int) -> int:
-        return steps(axis).count(1)
-
     across = sum(1 for d in steps(last) if abs(d) > 1)  # gathers, looping along the last axis
-    best = max(range(last), key=along, default=None)
-    if best is None or across == 0 or shape[best] % TRANSPOSE_LANES or along(best) < across:
+    if across == 0:
+        return {}
+    along = {axis: steps(axis).count(1) for axis in range(last)}  # loads side by side along each axis
+    best = max(along, key=along.get, default=None)
+    if best is None or shape[best] % TRANSPOSE_LANES or along[best] < across:
         return {}
     return {best: TRANSPOSE_LANES}
 
