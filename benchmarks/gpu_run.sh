@@ -254,6 +254,13 @@ for impl in stage2 stage3 torch; do
   fi
 done
 
+# ---- on request only (--only gemm_sweep): rung 08's tile shapes, stage2's matmuls against torch ----
+
+if [ -n "$ONLY" ] && wanted gemm_sweep; then
+  part gemm_sweep 150 0 "$WORK/gemm_sweep.log" "$PY" benchmarks/gemm_sweep.py --json "$WORK/gemm_sweep.json"
+  tail -n 40 "$WORK/gemm_sweep.log"  # the tables, into the reply
+fi
+
 # ---- what comes back: at most 8 files ----
 
 echo "# done in $(($(date +%s) - START))s of a ${BUDGET}s budget" >> "$SUMMARY"

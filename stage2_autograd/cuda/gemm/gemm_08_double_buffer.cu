@@ -9,7 +9,7 @@
              float4, keeping 07's 5 shared loads per 64 FMAs. Warp layout as in 07.
    fixes:    in 07 every tile load is a global -> register -> shared round trip that the warp waits
              for, then a barrier; with only a few warps per SM the load latency is exposed.
-   launch:   threads=256 bm=128 bn=128 smem=0 arch=sm_80 precision=fp32
+   launch:   threads=256 bm=128 bn=128 smem=36864 arch=sm_80 precision=fp32
    measured: 37,463 GFLOP/s at n=4096 on NVIDIA H100 80GB HBM3, 72% of cuBLAS fp32 (2026-11-26)
 
    Edges and alignment: a 16-byte cp.async is issued only for 16-byte aligned, in-range groups of
@@ -19,17 +19,41 @@
    Signature (every rung): C (M, N) fp32 = alpha * A (M, K) @ B (K, N) + beta * C, all row-major;
    C is not read when beta == 0. Sizes are ints: the host keeps M*K, K*N and M*N below 2^31. */
 
+/* The tile shape and pipeline depth. Each is a macro a sweep can override (-DBK=32); the defaults are
+   the launch line's. Eight warps tile the block's BM x BN as (BM / WM) x (BN / WN); inside a warp the
+   32 lanes sit 4 x 8, each owning WMITER x WNITER sub-tiles of TM x 4 outputs, the sub-tiles WSUBM rows
+   and 32 columns apart (so a quarter-warp's float4 reads of B cover 32 consecutive floats). */
+#ifndef BM
 #define BM 128
+#endif
+#ifndef BN
 #define BN 128
+#endif
+#ifndef BK
 #define BK 16
+#endif
+#ifndef WM
+#define WM 64
+#endif
+#ifndef WN
+#define WN 32
+#endif
+#ifndef TM
+#define TM 4
+#endif
+#ifndef STAGES
+#define STAGES 2
+#endif
+#ifndef MIN_BLOCKS
+#define MIN_BLOCKS 2  /* blocks per SM the registers must leave room for: 2 caps a thread at 128 */
+#endif
 #define APAD 4
 #define THREADS 256
-#define WM 64
-#define WN 32
-#define WSUBM 16
+#define WSUBM (4 * TM)
 #define WMITER (WM / WSUBM)
-#define TM 4
-#define TN 4
+#define WNITER (WN / 32)
+#define A_STAGE (BM * (BK + APAD))  /* floats of one stage of A in shared memory */
+#define B_STAGE (BK * BN)
 
 __device__ __forceinline__ unsigned smem_addr(const void *p) {
   unsigned a;
@@ -84,60 +108,76 @@ __device__ __forceinline__ void store4(float *C, int row, int col, int M, int N,
     if (col + j < N) c[j] = beta == 0.0f ? alpha * acc[j] : alpha * acc[j] + beta * c[j];
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS)
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 gemm_08_double_buffer(float *C, const float *A, const float *B,
                       int M, int N, int K, float alpha, float beta) {
   A += blockIdx.z * (size_t)M * K, B += blockIdx.z * (size_t)K * N, C += blockIdx.z * (size_t)M * N;  // matrix z of a batch
-  __shared__ __align__(16) float As[2][BM][BK + APAD];
-  __shared__ __align__(16) float Bs[2][BK][BN];
+  extern __shared__ __align__(16) float smem[];  // STAGES tiles of A, then STAGES tiles of B
+  float (*As)[BM][BK + APAD] = reinterpret_cast<float (*)[BM][BK + APAD]>(smem);
+  float (*Bs)[BK][BN] = reinterpret_cast<float (*)[BK][BN]>(smem + STAGES * A_STAGE);
   const int t = threadIdx.x, warp = t / 32, lane = t % 32;
   const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
   const bool vecA = aligned16(A, K), vecB = aligned16(B, N), vecC = aligned16(C, N);
   const int wrow = (warp / (BN / WN)) * WM, wcol = (warp % (BN / WN)) * WN;
-  const int lrow = (lane / 8) * TM, lcol = (lane % 8) * TN;
+  const int lrow = (lane / 8) * TM, lcol = (lane % 8) * 4;
   const int tiles = (K + BK - 1) / BK;
 
-  auto load_tile = [&](int buf, int k0) {
-    for (int idx = t; idx < BM * BK / 4; idx += THREADS) {
-      const int r = idx / (BK / 4), c = (idx % (BK / 4)) * 4;
-      copy4(&As[buf][r][c], A, row0 + r, k0 + c, M, K, vecA);
-    }
-    for (int idx = t; idx < BK * BN / 4; idx += THREADS) {
-      const int r = idx / (BN / 4), c = (idx % (BN / 4)) * 4;
-      copy4(&Bs[buf][r][c], B, k0 + r, col0 + c, K, N, vecB);
+  auto load_tile = [&](int kt) {  // tile kt into stage kt % STAGES, as one commit group (empty past the end)
+    if (kt < tiles) {
+      const int buf = kt % STAGES, k0 = kt * BK;
+#pragma unroll
+      for (int idx = t; idx < BM * BK / 4; idx += THREADS) {
+        const int r = idx / (BK / 4), c = (idx % (BK / 4)) * 4;
+        copy4(&As[buf][r][c], A, row0 + r, k0 + c, M, K, vecA);
+      }
+#pragma unroll
+      for (int idx = t; idx < BK * BN / 4; idx += THREADS) {
+        const int r = idx / (BN / 4), c = (idx % (BN / 4)) * 4;
+        copy4(&Bs[buf][r][c], B, k0 + r, col0 + c, K, N, vecB);
+      }
     }
     cp_async_commit();
   };
 
-  float acc[WMITER][TM][TN] = {{{0.0f}}};
-  float regA[TM][4], regB[4][TN];
-  load_tile(0, 0);
+  float acc[WMITER][WNITER][TM][4] = {{{{0.0f}}}};
+  float regA[TM][4], regB[WNITER][4][4];
+  for (int s = 0; s < STAGES - 1; s++) load_tile(s);
   for (int kt = 0; kt < tiles; kt++) {
-    const int buf = kt & 1;
-    if (kt + 1 < tiles) {
-      load_tile(buf ^ 1, (kt + 1) * BK);  // safe: the barrier ending step kt-1 freed buf ^ 1
-      cp_async_wait<1>();                 // everything but the newest group, i.e. tile kt, landed
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();  // other threads' copies of tile kt are visible too
+    cp_async_wait<STAGES - 2>();  // all but the newest STAGES - 2 groups landed: tile kt is in
+    __syncthreads();              // ... for every thread's copies, and everyone is done reading tile kt - 1
+    load_tile(kt + STAGES - 1);   // into the stage tile kt - 1 used, overlapping the FMAs below
+    const int buf = kt % STAGES;
+#pragma unroll
     for (int kk = 0; kk < BK; kk += 4) {
-      for (int k = 0; k < 4; k++)
-        *reinterpret_cast<float4 *>(regB[k]) = *reinterpret_cast<const float4 *>(&Bs[buf][kk + k][wcol + lcol]);
+#pragma unroll
+      for (int jt = 0; jt < WNITER; jt++)
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+          *reinterpret_cast<float4 *>(regB[jt][k]) =
+              *reinterpret_cast<const float4 *>(&Bs[buf][kk + k][wcol + jt * 32 + lcol]);
+#pragma unroll
       for (int it = 0; it < WMITER; it++) {
+#pragma unroll
         for (int i = 0; i < TM; i++)
           *reinterpret_cast<float4 *>(regA[i]) =
               *reinterpret_cast<const float4 *>(&As[buf][wrow + it * WSUBM + lrow + i][kk]);
-        for (int k = 0; k < 4; k++)
-          for (int i = 0; i < TM; i++)
-            for (int j = 0; j < TN; j++) acc[it][i][j] += regA[i][k] * regB[k][j];
+#pragma unroll
+        for (int jt = 0; jt < WNITER; jt++)
+#pragma unroll
+          for (int k = 0; k < 4; k++)
+#pragma unroll
+            for (int i = 0; i < TM; i++)
+#pragma unroll
+              for (int j = 0; j < 4; j++) acc[it][jt][i][j] += regA[i][k] * regB[jt][k][j];
       }
     }
-    __syncthreads();
   }
 #pragma unroll
   for (int it = 0; it < WMITER; it++)
 #pragma unroll
-    for (int i = 0; i < TM; i++)
-      store4(C, row0 + wrow + it * WSUBM + lrow + i, col0 + wcol + lcol, M, N, acc[it][i], alpha, beta, vecC);
+    for (int jt = 0; jt < WNITER; jt++)
+#pragma unroll
+      for (int i = 0; i < TM; i++)
+        store4(C, row0 + wrow + it * WSUBM + lrow + i, col0 + wcol + jt * 32 + lcol, M, N, acc[it][jt][i], alpha,
+               beta, vecC);
 }
