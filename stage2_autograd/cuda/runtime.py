@@ -63,7 +63,7 @@ def _count(ndim: int, shape) -> int:
 class Runtime:
     def __init__(self, backend):
         self.backend = backend
-        self._functions: dict[str, object] = {}
+        self._functions: dict[object, object] = {}  # a kernel's key (or a rung's name) -> it
         fp32 = [v for v in gemm.variants().values() if v.precision == "fp32" and backend.runs(v)]
         # The top float32 rung; the bf16 rungs above it round the inputs, which float32 matmul must not.
         self.gemm_variant = fp32[-1] if fp32 else None
@@ -72,10 +72,11 @@ class Runtime:
     # ---- compiling and launching ----
 
     def _function(self, kind: str, op: str | None, dtype_in: str, dtype_out: str, ndim: int):
-        name, code = gen.source(kind, op, dtype_in, dtype_out, ndim)  # TypeError: no such kernel
-        fn = self._functions.get(name)
+        key = (kind, op, dtype_in, dtype_out, ndim)
+        fn = self._functions.get(key)  # looked up by key: rendering the source on every launch costs host time
         if fn is None:
-            fn = self._functions[name] = self.backend.function(name, code)
+            name, code = gen.source(kind, op, dtype_in, dtype_out, ndim)  # TypeError: no such kernel
+            fn = self._functions[key] = self.backend.function(name, code)
         return fn
 
     def _launch(self, fn, n: int, args: list, threads: int = THREADS) -> None:

@@ -1,15 +1,19 @@
 /* gemm_08_double_buffer: load the next tile with cp.async while computing on this one.
 
-   idea:     two shared-memory buffers per operand. cp.async copies global memory straight into
-             shared memory without passing through registers and without stalling the thread, so
-             the copy of tile k+1 is issued before the FMAs of tile k and overlaps them; one
-             __syncthreads per tile keeps a buffer from being refilled while it is read.
-             cp.async cannot transpose, so A's tile stays row-major (padded to 20 floats a row,
-             which keeps each row 16-byte aligned) and a thread reads 4 k-values of A at once as a
-             float4, keeping 07's 5 shared loads per 64 FMAs. Warp layout as in 07.
+   idea:     several shared-memory buffers per operand (a pipeline of STAGES tiles). cp.async
+             copies global memory straight into shared memory without passing through registers
+             and without stalling the thread, so the copies of the next tiles are in flight while
+             the FMAs of this one run; one __syncthreads per tile keeps a buffer from being
+             refilled while it is read. cp.async cannot transpose, so A's tile stays row-major
+             (padded by 4 floats a row, which keeps each row 16-byte aligned) and a thread reads
+             4 k-values of A at once as a float4, keeping 07's 5 shared loads per 64 FMAs. Warp
+             layout as in 07. Two stages are the classic double buffer; a sweep on an H100
+             (benchmarks/gemm_sweep.py, 2026-11-27) put three stages of BK = 32 first: 78% of
+             cuBLAS at n=4096 against 75% for two of BK = 16, and no warp or thread tile shape
+             beat 64 x 32 and 4 x 4.
    fixes:    in 07 every tile load is a global -> register -> shared round trip that the warp waits
              for, then a barrier; with only a few warps per SM the load latency is exposed.
-   launch:   threads=256 bm=128 bn=128 smem=36864 arch=sm_80 precision=fp32
+   launch:   threads=256 bm=128 bn=128 smem=104448 arch=sm_80 precision=fp32
    measured: 37,463 GFLOP/s at n=4096 on NVIDIA H100 80GB HBM3, 72% of cuBLAS fp32 (2026-11-26)
 
    Edges and alignment: a 16-byte cp.async is issued only for 16-byte aligned, in-range groups of
@@ -19,8 +23,8 @@
    Signature (every rung): C (M, N) fp32 = alpha * A (M, K) @ B (K, N) + beta * C, all row-major;
    C is not read when beta == 0. Sizes are ints: the host keeps M*K, K*N and M*N below 2^31. */
 
-/* The tile shape and pipeline depth. Each is a macro a sweep can override (-DBK=32); the defaults are
-   the launch line's. Eight warps tile the block's BM x BN as (BM / WM) x (BN / WN); inside a warp the
+/* The tile shape and pipeline depth. Each is a macro a sweep can override (-DBK=16); the defaults
+   give the launch line's smem: STAGES * (BM * (BK + APAD) + BK * BN) * 4 bytes. Eight warps tile the block's BM x BN as (BM / WM) x (BN / WN); inside a warp the
    32 lanes sit 4 x 8, each owning WMITER x WNITER sub-tiles of TM x 4 outputs, the sub-tiles WSUBM rows
    and 32 columns apart (so a quarter-warp's float4 reads of B cover 32 consecutive floats). */
 #ifndef BM
@@ -30,7 +34,7 @@
 #define BN 128
 #endif
 #ifndef BK
-#define BK 16
+#define BK 32
 #endif
 #ifndef WM
 #define WM 64
@@ -42,7 +46,7 @@
 #define TM 4
 #endif
 #ifndef STAGES
-#define STAGES 2
+#define STAGES 3
 #endif
 #ifndef MIN_BLOCKS
 #define MIN_BLOCKS 2  /* blocks per SM the registers must leave room for: 2 caps a thread at 128 */
@@ -112,7 +116,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 gemm_08_double_buffer(float *C, const float *A, const float *B,
                       int M, int N, int K, float alpha, float beta) {
   A += blockIdx.z * (size_t)M * K, B += blockIdx.z * (size_t)K * N, C += blockIdx.z * (size_t)M * N;  // matrix z of a batch
-  extern __shared__ __align__(16) float smem[];  // STAGES tiles of A, then STAGES tiles of B
+  extern __shared__ unsigned char smem_raw[];  // dynamic, 16-byte aligned: STAGES tiles of A, then of B
+  float *smem = reinterpret_cast<float *>(smem_raw);
   float (*As)[BM][BK + APAD] = reinterpret_cast<float (*)[BM][BK + APAD]>(smem);
   float (*Bs)[BK][BN] = reinterpret_cast<float (*)[BK][BN]>(smem + STAGES * A_STAGE);
   const int t = threadIdx.x, warp = t / 32, lane = t % 32;
