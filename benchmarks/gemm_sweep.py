@@ -186,7 +186,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     import cupy
 
-    results: dict = {"gpu": cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()}
+    results: dict = {"gpu": cupy.cuda.runtime.getDeviceProperties(0)["name"].decode(), "defaults": DEFAULTS}
     try:
         if not args.no_sweep:
             sweep(cupy, [int(n) for n in args.sizes.split(",")], results)

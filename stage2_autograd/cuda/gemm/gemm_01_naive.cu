@@ -3,7 +3,7 @@
    idea:     thread (row, col) walks K and keeps its dot product in a register.
    fixes:    nothing yet; it is the reference rung every later file improves on.
    launch:   threads=1024 bm=32 bn=32 smem=0 arch=sm_80 precision=fp32
-   measured: 498 GFLOP/s at n=4096 on NVIDIA H100 80GB HBM3, 1% of cuBLAS fp32 (2026-11-26)
+   measured: 502 GFLOP/s at n=4096 on NVIDIA H100 80GB HBM3, 1% of cuBLAS fp32 (2026-11-27)
 
    Why it is slow: neighbouring threads get neighbouring *rows*, so the 32 lanes of a warp read
    A at addresses K floats apart (32 memory transactions per load instead of one) and write C

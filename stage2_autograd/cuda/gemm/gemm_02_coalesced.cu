@@ -5,7 +5,7 @@
              32 consecutive floats of C: one 128-byte transaction each instead of 32.
    fixes:    01's uncoalesced global loads and stores.
    launch:   threads=1024 bm=32 bn=32 smem=0 arch=sm_80 precision=fp32
-   measured: 6,189 GFLOP/s at n=4096 on NVIDIA H100 80GB HBM3, 12% of cuBLAS fp32 (2026-11-26)
+   measured: 5,391 GFLOP/s at n=4096 on NVIDIA H100 80GB HBM3, 10% of cuBLAS fp32 (2026-11-27)
 
    Signature (every rung): C (M, N) fp32 = alpha * A (M, K) @ B (K, N) + beta * C, all row-major;
    C is not read when beta == 0. Sizes are ints: the host keeps M*K, K*N and M*N below 2^31. */

@@ -6,7 +6,7 @@
              from 2 to about 1.1.
    fixes:    03 is bound by shared-memory bandwidth: two loads for each multiply-add.
    launch:   threads=512 bm=64 bn=64 smem=0 arch=sm_80 precision=fp32
-   measured: 17,545 GFLOP/s at n=4096 on NVIDIA H100 80GB HBM3, 34% of cuBLAS fp32 (2026-11-26)
+   measured: 14,688 GFLOP/s at n=4096 on NVIDIA H100 80GB HBM3, 28% of cuBLAS fp32 (2026-11-27)
 
    Signature (every rung): C (M, N) fp32 = alpha * A (M, K) @ B (K, N) + beta * C, all row-major;
    C is not read when beta == 0. Sizes are ints: the host keeps M*K, K*N and M*N below 2^31. */

@@ -5,7 +5,7 @@
              outer product: 16 shared-memory loads for 64 multiply-adds (04: 9 for 8).
    fixes:    04 still spends most instructions on shared-memory loads rather than FMAs.
    launch:   threads=256 bm=128 bn=128 smem=0 arch=sm_80 precision=fp32
-   measured: 14,652 GFLOP/s at n=4096 on NVIDIA H100 80GB HBM3, 28% of cuBLAS fp32 (2026-11-26)
+   measured: 13,866 GFLOP/s at n=4096 on NVIDIA H100 80GB HBM3, 27% of cuBLAS fp32 (2026-11-27)
 
    Signature (every rung): C (M, N) fp32 = alpha * A (M, K) @ B (K, N) + beta * C, all row-major;
    C is not read when beta == 0. Sizes are ints: the host keeps M*K, K*N and M*N below 2^31. */

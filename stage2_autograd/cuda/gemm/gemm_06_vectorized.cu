@@ -7,7 +7,7 @@
    fixes:    05 issues one load instruction per float, and its column reads of A from shared
              memory cannot be vectorized.
    launch:   threads=256 bm=128 bn=128 smem=0 arch=sm_80 precision=fp32
-   measured: 31,644 GFLOP/s at n=4096 on NVIDIA H100 80GB HBM3, 61% of cuBLAS fp32 (2026-11-26)
+   measured: 29,969 GFLOP/s at n=4096 on NVIDIA H100 80GB HBM3, 58% of cuBLAS fp32 (2026-11-27)
 
    Alignment: a float4 load needs a 16-byte aligned address, so the vector path is taken only
    when the row length (K for A, N for B and C) is a multiple of 4, the base pointer is 16-byte

@@ -10,7 +10,7 @@
              reads of A hit 4 addresses per phase (bank conflicts), and per-warp locality is not
              controlled.
    launch:   threads=256 bm=128 bn=128 smem=0 arch=sm_80 precision=fp32
-   measured: 29,185 GFLOP/s at n=4096 on NVIDIA H100 80GB HBM3, 56% of cuBLAS fp32 (2026-11-26)
+   measured: 27,282 GFLOP/s at n=4096 on NVIDIA H100 80GB HBM3, 53% of cuBLAS fp32 (2026-11-27)
 
    Alignment: float4 paths as in 06 (taken only for 16-byte aligned, in-range groups of four).
 

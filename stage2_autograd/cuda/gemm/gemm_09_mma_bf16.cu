@@ -11,7 +11,7 @@
              phase fall in distinct banks.
    fixes:    the SIMT rungs top out at the FP32 pipes' peak; tensor cores have several times more.
    launch:   threads=256 bm=128 bn=128 smem=0 arch=sm_80 precision=bf16
-   measured: 206,568 GFLOP/s at n=4096 on NVIDIA H100 80GB HBM3, 31% of cuBLAS bf16 (2026-11-26)
+   measured: 200,410 GFLOP/s at n=4096 on NVIDIA H100 80GB HBM3, 30% of cuBLAS bf16 (2026-11-27)
 
    Inputs: A and B hold bfloat16 bit patterns (unsigned short), so no header is needed and the
    kernel never does bf16 arithmetic itself. Edges and alignment: a 16-byte cp.async moves 8 bf16
