@@ -63,6 +63,7 @@ class Source:
     loops: int = 0  # RANGEs opened so far (THREAD slices the first)
     open_loops: list[Loop] = field(default_factory=list)  # the loops open now, innermost last
     group: Loop | None = None  # GROUP (cuda/renderer.py): the reduce loop a block's threads share
+    group_lanes: int = 1  # GROUP: outputs a block takes side by side (1: a block folds one output)
 
     def add(self, text: str) -> None:
         self.lines.append("  " * self.depth + text)

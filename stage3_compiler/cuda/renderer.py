@@ -14,12 +14,22 @@
    written as their bit patterns.
 
 4. GROUP: a reduction with few outputs and many terms (a gradient norm's sum of squares, a bias's
-   gradient) would leave most of the GPU idle, one thread folding thousands of terms. There a block
-   of GROUP threads takes each output: the grid-stride loop walks outputs by block, the longest
-   reduce loop is shared out across the block's threads (thread t takes terms t, t + GROUP, ...),
-   and after the reduce loops each accumulator is folded across the block by a tree in shared
-   memory (`group_fold`), with the same fold as the loop (max keeps NaN). Thread 0 alone stores,
-   so a kernel that reads the buffer it writes (an in-place update) reads it unchanged.
+   gradient) would leave most of the GPU idle, one thread folding thousands of terms. There the
+   threads of a block share out the terms of each output: the grid-stride loop walks outputs by
+   block, the longest reduce loop is shared out across the block's threads, and after the reduce
+   loops each accumulator is folded across the block by a tree in shared memory (`group_fold`),
+   with the same fold as the loop (max keeps NaN). Which threads take which terms follows memory:
+   - narrow (a block of GROUP threads folds one output): where some load lies along the shared
+     loop (a weight's sum of squares), thread t takes terms t, t + GROUP, ..., so a warp reads side
+     by side. A mid-sized reduction (more outputs, a row of a few hundred terms each: layernorm's
+     statistics) takes a warp an output the same way.
+   - wide (a block of WIDE_THREADS folds WIDE_LANES outputs side by side): where no load does (a
+     weight's gradient x.T @ g sums rows; each thread holds a tile of outputs), a warp's threads
+     take neighbouring outputs, whose loads lie side by side, and the WIDE_THREADS / WIDE_LANES
+     threads of one output take every so-many-th term. Past the last output a lane repeats it and
+     stores nothing, so that every thread meets every barrier.
+   The threads of the first slice alone store, so a kernel that reads the buffer it writes (an
+   in-place update) reads it unchanged.
 
 Everything else (the arithmetic, numpy's integer wrapping and NaN rules, the index expressions) is
 the C renderer's, rule for rule. A symbolic output size (a user's Variable, an argument of the
@@ -30,18 +40,30 @@ from __future__ import annotations
 
 import math
 import struct
+from typing import NamedTuple
 
 from ..codegen.uops import Kernel, Loop, LoopKind, UOp, UOps
 from ..cpu.renderer import CRenderer, Source
 from ..dtype import DType, dtypes
-from ..graph.symbolic import Node, layout, render
+from ..graph.symbolic import Node, Variable, evaluate, layout, lo_hi, render, vars
 from ..ops import Ops
 
 PRELUDE = "#define restrict __restrict__"
 GROUP = 128  # threads of a block that fold one output together (a power of two: the tree halves it)
 GROUP_OUTPUTS_BELOW = 16384  # fewer outputs than this (~ one per core of a large GPU) leave it idle ...
 GROUP_TERMS_FROM = 1024  # ... when each has at least this many terms to fold (8 a thread)
-WARP = 32
+WARP = 32  # a row's GROUP: a warp folds each output of a mid-sized reduction ...
+ROW_OUTPUTS_BELOW = 262144  # ... of fewer outputs than this (a thread each: a few warps an SM) ...
+ROW_TERMS_FROM = 256  # ... and at least this many terms side by side (layernorm's mean over a row) ...
+ROW_UPCAST = 4  # ... a thread holding a few rows at most (not a matmul's register tile)
+WIDE_LANES = 32  # wide GROUP: outputs a block takes side by side (a warp's loads lie along them) ...
+WIDE_THREADS = 256  # ... and its threads: 8 share out each output's terms
+
+
+class GroupShape(NamedTuple):
+    loop: Loop  # the reduce loop the block's threads share out
+    lanes: int  # outputs a block takes side by side (1: a block folds one output)
+    threads: int  # threads a block
 
 
 def output_loops(kernel: Kernel) -> list[Loop]:
@@ -55,18 +77,37 @@ def output_size(kernel: Kernel) -> int:
     return math.prod(layout(loop.extent) for loop in output_loops(kernel))
 
 
-def group_loop(kernel: Kernel) -> Loop | None:
-    """GROUP: the reduce loop a block's threads share out; None where one thread per output fills the
-    GPU. The innermost, whose terms usually lie side by side in memory (a warp's loads then meet in a
-    few cache lines), unless it is shorter than a warp: then the longest."""
+def step(index: Node | int, var: str) -> int:
+    """How far a load's index moves when loop `var` steps from 0 to 1, the other loops at 0 (a user's
+    Variable at its largest): 1 where its terms lie side by side along that loop."""
+    if not isinstance(index, Node):
+        return 0
+    env = {v.name: (lo_hi(v)[1] if isinstance(v, Variable) else 0) for v in vars(index)}
+    return int(evaluate(index, {**env, var: 1})) - int(evaluate(index, env))
+
+
+def group_shape(kernel: Kernel) -> GroupShape | None:
+    """GROUP: how a block's threads share out a reduction's terms; None where one thread per output
+    fills the GPU. The shared loop is the innermost, whose terms usually lie side by side in memory,
+    unless it is shorter than a warp: then the longest. Then, by where the loads lie:
+    - few outputs, many terms, some load along the loop (a weight's sum of squares): GROUP threads an
+      output, thread t taking terms t, t + GROUP, ... (a warp's loads side by side);
+    - few outputs, many terms, no load along the loop (a weight's gradient x.T @ g, a bias's gradient):
+      WIDE_LANES outputs side by side a block (their loads are), WIDE_THREADS threads;
+    - more outputs, a row of terms side by side each and at most a few rows a thread, not a matmul's
+      register tile (layernorm's statistics): a warp an output."""
     loops = [u.arg for u in kernel.uops if u.op is UOps.RANGE and u.arg.kind is LoopKind.REDUCE]
-    if not loops or output_size(kernel) >= GROUP_OUTPUTS_BELOW:
+    if not loops:
         return None
-    if math.prod(layout(loop.extent) for loop in loops) < GROUP_TERMS_FROM:
-        return None
-    if layout(loops[-1].extent) >= WARP:
-        return loops[-1]
-    return max(reversed(loops), key=lambda loop: layout(loop.extent))
+    outputs, terms = output_size(kernel), math.prod(layout(loop.extent) for loop in loops)
+    loop = loops[-1] if layout(loops[-1].extent) >= WARP else max(reversed(loops), key=lambda lp: layout(lp.extent))
+    along = any(u.op is UOps.LOAD and step(u.arg[0], loop.var) == 1 for u in kernel.uops)
+    if outputs < GROUP_OUTPUTS_BELOW and terms >= GROUP_TERMS_FROM:
+        return GroupShape(loop, 1, GROUP) if along or outputs < WIDE_LANES else \
+            GroupShape(loop, WIDE_LANES, WIDE_THREADS)
+    if outputs < ROW_OUTPUTS_BELOW and terms >= ROW_TERMS_FROM and along and kernel.upcast <= ROW_UPCAST:
+        return GroupShape(loop, 1, WARP)
+    return None
 
 
 def accumulators(kernel: Kernel) -> dict[int, tuple[Ops, DType]]:
@@ -106,27 +147,31 @@ class CUDARenderer(CRenderer):
         return super()._literal(value, dtype)
 
     def prologue(self, kernel: Kernel, pragmas: list[str]) -> list[str]:
-        if group_loop(kernel) is None:
+        shape = group_shape(kernel)
+        if shape is None:
             return [PRELUDE]
         folds = sorted(set(accumulators(kernel).values()), key=lambda f: (f[0].name, f[1].name))
-        return [PRELUDE, *(self.group_fold(op, dtype) for op, dtype in folds)]
+        return [PRELUDE, *(self.group_fold(op, dtype, shape.lanes, shape.threads) for op, dtype in folds)]
 
-    def group_fold(self, op: Ops, dtype: DType) -> str:
-        """A device function folding one value of every thread of the block into one, by halves: the
-        first half folds the second in, then the first quarter the second, ... (all threads return it)."""
+    def group_fold(self, op: Ops, dtype: DType, lanes: int = 1, threads: int = GROUP) -> str:
+        """A device function folding the values of the block's threads that hold the same output (lane)
+        into one, by halves: the first half of the block folds the second in, then the first quarter
+        the second, ... down to one slice of `lanes` threads; every thread returns its lane's value."""
         t = self.ctype(dtype)
         fold = self.update(op, dtype, "part[threadIdx.x]", "part[threadIdx.x + half]")
+        lanes_c = "1" if lanes == 1 else f"blockDim.x < {lanes} ? blockDim.x : {lanes}"
         return "\n".join([
             f"__device__ __forceinline__ {t} group_{op.name.lower()}_{dtype.name}({t} v) {{",
-            f"  __shared__ {t} part[{GROUP}];",
+            f"  __shared__ {t} part[{max(threads, GROUP)}];",  # room for any block up to GROUP threads
+            f"  const unsigned lanes = {lanes_c};",
             "  part[threadIdx.x] = v;",
             "  __syncthreads();",
-            "  for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {",
+            "  for (unsigned half = blockDim.x / 2; half >= lanes; half /= 2) {",
             f"    if (threadIdx.x < half) {{ {fold} }}",
             "    __syncthreads();",
             "  }",
-            "  v = part[0];",
-            "  __syncthreads();  // all have read part[0] before the next fold writes it",
+            "  v = part[threadIdx.x % lanes];",
+            "  __syncthreads();  // all have read their lane before the next fold writes it",
             "  return v;",
             "}"])
 
@@ -143,23 +188,37 @@ class CUDARenderer(CRenderer):
 
     def open(self, src: Source) -> None:
         """The grid-stride loop the kernel's body runs in, closed by `close`: over outputs by thread, or
-        by block where a block folds each output (GROUP)."""
+        by block where a block folds each output (GROUP), or each WIDE_LANES of them side by side."""
         n = c_product([loop.extent for loop in output_loops(src.kernel)])  # 1: a one-element output, one thread
-        src.group = group_loop(src.kernel)
-        if src.group is not None:
-            src.add(f"for (long long gid = blockIdx.x; gid < {n}; gid += gridDim.x) {{")
-        else:
+        shape = group_shape(src.kernel)
+        src.group, src.group_lanes = (None, 1) if shape is None else (shape.loop, shape.lanes)
+        if src.group is None:
             src.add(f"for (long long gid = (long long)blockIdx.x * blockDim.x + threadIdx.x; gid < {n}; "
                     "gid += (long long)blockDim.x * gridDim.x) {")
+        elif src.group_lanes == 1:
+            src.add(f"for (long long gid = blockIdx.x; gid < {n}; gid += gridDim.x) {{")
+        else:
+            lanes = src.group_lanes
+            src.add(f"const long long lanes = blockDim.x < {lanes} ? blockDim.x : {lanes};")
+            src.add(f"for (long long first = (long long)blockIdx.x * lanes; first < {n}; "
+                    "first += (long long)gridDim.x * lanes) {")
+            src.depth += 1
+            src.add(f"const long long mine = first + threadIdx.x % lanes, gid = mine < {n} ? mine : {n} - 1;")
+            return
         src.depth += 1
 
     def close(self, src: Source) -> list[str]:
         return ["  }"]
 
     def loop_range(self, src: Source, loop: Loop) -> tuple[str, str, str]:
-        """GROUP's shared reduce loop: thread t takes terms t, t + blockDim.x, ..."""
+        """GROUP's shared reduce loop: thread t takes terms t, t + blockDim.x, ... (narrow); wide, the
+        threads of slice s = t / lanes take terms s, s + slices, ..."""
         start, end, step = super().loop_range(src, loop)
-        return ("threadIdx.x", end, f"{loop.var} += blockDim.x") if loop is src.group else (start, end, step)
+        if loop is not src.group:
+            return start, end, step
+        if src.group_lanes == 1:
+            return "threadIdx.x", end, f"{loop.var} += blockDim.x"
+        return "threadIdx.x / lanes", end, f"{loop.var} += blockDim.x / lanes"
 
     def render_endrange(self, src: Source, u: UOp) -> None:
         """After GROUP's reduce loops: every accumulator folded across the block."""
@@ -176,7 +235,8 @@ class CUDARenderer(CRenderer):
     def render_store(self, src: Source, u: UOp) -> None:
         if src.group is None:
             return super().render_store(src, u)
-        src.add("if (threadIdx.x == 0)")  # GROUP: every thread holds the value; one writes it
+        # GROUP: every thread holds its output's value; one writes it
+        src.add("if (threadIdx.x == 0)" if src.group_lanes == 1 else "if (threadIdx.x < lanes && mine == gid)")
         src.depth += 1
         super().render_store(src, u)
         src.depth -= 1

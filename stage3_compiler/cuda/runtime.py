@@ -20,7 +20,7 @@ import numpy as np
 
 from ..codegen.program import CompileError, Program
 from .backend import CupyBackend  # (CuPy itself is imported when the first cuda tensor is made)
-from .renderer import GROUP, CUDARenderer, group_loop, output_size
+from .renderer import CUDARenderer, group_shape, output_size
 
 THREADS = 128  # per block for the grid-stride kernels; any grid is correct, this one is ordinary
 MAX_BLOCKS = 65535  # enough blocks to fill any GPU; the grid-stride loops cover the rest
@@ -58,10 +58,11 @@ class LaunchShape(NamedTuple):
 
 
 def launch_shape(kernel) -> LaunchShape:
-    """A thread per output, or (GROUP) a block of GROUP threads per output."""
-    if group_loop(kernel) is not None:
-        return LaunchShape(output_size(kernel), 1, GROUP)
-    return LaunchShape(output_size(kernel), THREADS, THREADS)
+    """A thread per output, or (GROUP) a block of threads per output or per WIDE_LANES of them."""
+    group = group_shape(kernel)
+    if group is None:
+        return LaunchShape(output_size(kernel), THREADS, THREADS)
+    return LaunchShape(output_size(kernel), group.lanes, group.threads)
 
 
 class CUDARuntime:

@@ -28,6 +28,7 @@ from ..codegen.lower import lower
 from ..codegen.program import CompileError
 from ..codegen.uops import UOps
 from ..cuda.renderer import CUDARenderer, output_loops
+from ..cuda.runtime import launch_shape
 from ..engine.schedule import create_schedule
 
 REPO = Path(__file__).resolve().parents[2]
@@ -188,15 +189,17 @@ static inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); ret
 
 def _run_blocks(kernel, x: np.ndarray, blocks: int, threads: int, tmp_path) -> np.ndarray:
     """Run a rendered float32 kernel `out = f(x)` on the CPU as a GPU would: blocks one after another,
-    a block's threads as OS threads that meet at each __syncthreads (a barrier)."""
+    a block's threads as OS threads that meet at each __syncthreads (a barrier). A kernel of several
+    inputs (x.T @ x) reads x for each."""
     source = CUDARenderer().render(kernel)
+    inputs = ", ".join(["x"] * (len(kernel.buffers) - 1))
     driver = (f"\nextern \"C\" void run(float *out, const float *x) {{\n"
               f"  gridDim = {{{blocks}, 1, 1}}; blockDim = {{{threads}, 1, 1}};\n"
               f"  for (unsigned b = 0; b < {blocks}; b++) {{\n"
               f"    blockIdx = {{b, 0, 0}}; std::barrier<> barrier({threads}); sitp_barrier = &barrier;\n"
               "    std::vector<std::thread> team;\n"
               f"    for (unsigned t = 0; t < {threads}; t++)\n"
-              f"      team.emplace_back([=] {{ threadIdx = {{t, 0, 0}}; {kernel.name}(out, x); }});\n"
+              f"      team.emplace_back([=] {{ threadIdx = {{t, 0, 0}}; {kernel.name}(out, {inputs}); }});\n"
               "    for (auto &th : team) th.join();\n  }\n}\n")
     (tmp_path / "k.cpp").write_text(BLOCK_SHIM + source + driver)
     subprocess.run(["g++", "-std=c++20", "-pthread", "-shared", "-fPIC", "-o", str(tmp_path / "k.so"),
@@ -219,7 +222,7 @@ def test_a_reduction_of_few_outputs_is_folded_by_a_block_of_threads():
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ to build the kernel")
 @pytest.mark.parametrize("blocks,threads", [(1, 8), (3, 32), (2, 128)])
-@pytest.mark.parametrize("case", ["sum", "max_nan", "sum_axis0"])
+@pytest.mark.parametrize("case", ["sum", "max_nan", "sum_axis0", "wide_sum_axis0", "wide_xtx", "row_sum"])
 def test_group_reductions_under_blocks_of_many_threads(tmp_path, case, blocks, threads):
     rng = np.random.default_rng(threads)
     if case == "sum":
@@ -229,12 +232,27 @@ def test_group_reductions_under_blocks_of_many_threads(tmp_path, case, blocks, t
         x = rng.standard_normal((20, 1500)).astype(np.float32)
         x[3, 1417] = np.nan
         kernel, want = _kernel(Tensor(x).max(axis=1)), x.max(axis=1)
-    else:  # the reduced axis is the outer one: the block shares the loop over rows
+    elif case == "sum_axis0":  # the reduced axis is the outer one: the block shares the loop over rows
         x = rng.standard_normal((1500, 6)).astype(np.float32)
         kernel, want = _kernel(Tensor(x).sum(axis=0)), x.astype(np.float64).sum(axis=0)
-    assert "group_reduce_" in CUDARenderer().render(kernel)
+    elif case == "wide_sum_axis0":  # 70 outputs, none of whose loads lie along the rows: wide, 32 a block
+        x = rng.integers(-4, 5, (1500, 70)).astype(np.float32)  # small integers: every order of sums is exact
+        kernel, want = _kernel(Tensor(x).sum(axis=0)), x.astype(np.float64).sum(axis=0)
+    elif case == "row_sum":  # 300 outputs of 400 terms side by side: a warp an output
+        x = rng.integers(-4, 5, (300, 400)).astype(np.float32)
+        kernel, want = _kernel(Tensor(x).sum(axis=1)), x.astype(np.float64).sum(axis=1)
+        assert "__shared__ float part[128]" in CUDARenderer().render(kernel) and launch_shape(kernel).threads == 32
+    else:  # a weight's gradient: 50 tiles of 4 x 8 outputs, 2048 terms each, the last block's lanes past the end
+        x = rng.integers(-4, 5, (2048, 40)).astype(np.float32)
+        kernel, want = _kernel(Tensor(x).T @ Tensor(x)), x.T.astype(np.float64) @ x
+    source = CUDARenderer().render(kernel)
+    assert "group_reduce_" in source
+    assert ("mine == gid" in source) == case.startswith("wide"), source  # which GROUP it is
     got = _run_blocks(kernel, x, blocks, threads, tmp_path)
-    np.testing.assert_allclose(got, np.ravel(want), rtol=1e-5, atol=1e-5)  # float32 sums of ~1500 terms
+    if case.startswith(("wide", "row")):
+        np.testing.assert_array_equal(got, np.ravel(want))
+    else:
+        np.testing.assert_allclose(got, np.ravel(want), rtol=1e-5, atol=1e-5)  # float32 sums of ~1500 terms
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (nox -s ptx compiles the catalogue)")
