@@ -92,8 +92,8 @@ def group_shape(kernel: Kernel) -> GroupShape | None:
     unless it is shorter than a warp: then the longest. Then, by where the loads lie:
     - few outputs, many terms, some load along the loop (a weight's sum of squares): GROUP threads an
       output, thread t taking terms t, t + GROUP, ... (a warp's loads side by side);
-    - few outputs, many terms, no load along the loop (a weight's gradient x.T @ g, a bias's gradient):
-      WIDE_LANES outputs side by side a block (their loads are), WIDE_THREADS threads;
+    - up to ROW_OUTPUTS_BELOW outputs, many terms, no load along the loop (a weight's gradient x.T @ g,
+      a bias's gradient): WIDE_LANES outputs side by side a block (their loads are), WIDE_THREADS threads;
     - more outputs, a row of terms side by side each and at most a few rows a thread, not a matmul's
       register tile (layernorm's statistics): a warp an output."""
     loops = [u.arg for u in kernel.uops if u.op is UOps.RANGE and u.arg.kind is LoopKind.REDUCE]
@@ -102,9 +102,10 @@ def group_shape(kernel: Kernel) -> GroupShape | None:
     outputs, terms = output_size(kernel), math.prod(layout(loop.extent) for loop in loops)
     loop = loops[-1] if layout(loops[-1].extent) >= WARP else max(reversed(loops), key=lambda lp: layout(lp.extent))
     along = any(u.op is UOps.LOAD and step(u.arg[0], loop.var) == 1 for u in kernel.uops)
-    if outputs < GROUP_OUTPUTS_BELOW and terms >= GROUP_TERMS_FROM:
-        return GroupShape(loop, 1, GROUP) if along or outputs < WIDE_LANES else \
-            GroupShape(loop, WIDE_LANES, WIDE_THREADS)
+    if outputs < GROUP_OUTPUTS_BELOW and terms >= GROUP_TERMS_FROM and (along or outputs < WIDE_LANES):
+        return GroupShape(loop, 1, GROUP)
+    if outputs < ROW_OUTPUTS_BELOW and terms >= GROUP_TERMS_FROM and not along and outputs >= WIDE_LANES:
+        return GroupShape(loop, WIDE_LANES, WIDE_THREADS)
     if outputs < ROW_OUTPUTS_BELOW and terms >= ROW_TERMS_FROM and along and kernel.upcast <= ROW_UPCAST:
         return GroupShape(loop, 1, WARP)
     return None
