@@ -74,8 +74,13 @@ def matmul_tile(item: ScheduleItem, renderer: Renderer, stored: set[int] | None 
         return {}
     rows, cols = renderer.tile
     x, y = src.srcs[:2]
-    for a, b in ((x, y), (y, x)):
-        n = next((d for d in reversed(range(len(shape))) if broadcast(a, d) and contiguous_along(b, d)), None)
+    # Scalar lanes (a GPU thread's registers) need no operand side by side along a tile axis: there the
+    # tile pays by loads alone (attention's q @ k.T, both operands contiguous along the head, 1 x 8
+    # outputs a thread: 9 loads for 8 multiply-adds; 4 x 8: 12 for 32).
+    pairs = ((x, y, True), (y, x, True)) + (((x, y, False), (y, x, False)) if not renderer.vector_width else ())
+    for a, b, side_by_side in pairs:
+        n = next((d for d in reversed(range(len(shape)))
+                  if broadcast(a, d) and (contiguous_along(b, d) or not side_by_side)), None)
         m = next((d for d in reversed(range(len(shape))) if d != n and broadcast(b, d) and not broadcast(a, d)), None)
         if n is None or m is None:
             continue
