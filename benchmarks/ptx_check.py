@@ -49,7 +49,8 @@ def source_arch(text: str) -> str:
 def _stage3_graphs(T, np, dtypes) -> list:
     """Graphs whose kernels cover what stage3's renderer writes: each dtype through the elementwise
     ops, casts and reductions; views that pad (clamped loads) and flip; non-finite constants;
-    one-element and upcast reductions; the composites (softmax, layernorm, conv2d, attention)."""
+    one-element and upcast reductions; the composites (softmax, layernorm, conv2d, attention); LOCAL's
+    matmuls staged through shared memory (float32 and float64)."""
     f = T(np.linspace(-2, 2, 24, dtype=np.float32).reshape(4, 6))
     graphs = []
     for dt in (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.int64, dtypes.bool):
@@ -67,6 +68,8 @@ def _stage3_graphs(T, np, dtypes) -> list:
             graphs += [x & x.flip(1), x | x.flip(0), x ^ x]
     q = f.reshape(1, 4, 6)
     graphs.append(q.scaled_dot_product_attention(q, q, is_causal=True))
+    m = T(np.ones((2, 128, 32), np.float32))  # a matmul of whole 16 x 16 blocks of tiles: LOCAL's shared memory
+    graphs += [m @ m.transpose(-1, -2), m.cast(dtypes.float64) @ m.cast(dtypes.float64).transpose(-1, -2)]
     return graphs
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import struct
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..codegen.renderer import Renderer
 from ..codegen.uops import Kernel, Loop, LoopKind, UOp, UOps
@@ -64,6 +65,7 @@ class Source:
     open_loops: list[Loop] = field(default_factory=list)  # the loops open now, innermost last
     group: Loop | None = None  # GROUP (cuda/renderer.py): the reduce loop a block's threads share
     group_lanes: int = 1  # GROUP: outputs a block takes side by side (1: a block folds one output)
+    local: Any = None  # LOCAL (cuda/local.py): the plan of a matmul staged through shared memory
 
     def add(self, text: str) -> None:
         self.lines.append("  " * self.depth + text)

@@ -1,4 +1,4 @@
-"""The CUDA renderer: the C renderer with four changes, so a kernel runs on a GPU (and fills it).
+"""The CUDA renderer: the C renderer with five changes, so a kernel runs on a GPU (and fills it).
 
 1. The declaration. `extern "C" __global__`: a kernel launched from the host, under its plain name
    (no C++ mangling), which is how the runtime finds it in the compiled module.
@@ -31,6 +31,11 @@
    The threads of the first slice alone store, so a kernel that reads the buffer it writes (an
    in-place update) reads it unchanged.
 
+5. LOCAL (cuda/local.py): a matmul of whole 16 x 16 blocks of tiles gets a twin in the same kernel,
+   run when the launch gives a block 256 threads: the block stages each 16 steps of A and B in
+   shared memory and every thread reads its tile's operands there. The plain loop stays below it for
+   any other block size (the CPU emulator's one thread runs that).
+
 Everything else (the arithmetic, numpy's integer wrapping and NaN rules, the index expressions) is
 the C renderer's, rule for rule. A symbolic output size (a user's Variable, an argument of the
 kernel) is a C expression in the grid-stride loop's bound; the grid is sized for its maximum.
@@ -47,6 +52,7 @@ from ..cpu.renderer import CRenderer, Source
 from ..dtype import DType, dtypes
 from ..graph.symbolic import Node, Variable, evaluate, layout, lo_hi, render, vars
 from ..ops import Ops
+from .local import LOCAL_K, LOCAL_SIDE, LOCAL_THREADS, blocks, local_plan, substitute
 
 PRELUDE = "#define restrict __restrict__"
 GROUP = 128  # threads of a block that fold one output together (a power of two: the tree halves it)
@@ -187,9 +193,85 @@ class CUDARenderer(CRenderer):
             value = f"{value} % {extent}" if stride == "1" else f"({value}) % {extent}"
         src.add(f"long long {u.arg.var} = {value};")
 
+    def render(self, kernel: Kernel) -> str:
+        """The plain kernel; for a matmul LOCAL takes (cuda/local.py), its shared-memory twin first, run
+        by a launch of LOCAL_THREADS threads a block."""
+        plain = super().render(kernel)
+        plan = local_plan(kernel) if group_shape(kernel) is None else None
+        if plan is None:
+            return plain
+        src = Source(kernel, local=plan)
+        self.open(src)
+        for u in kernel.uops:
+            self.RULES[u.op](self, src, u)
+        lines = plain.split("\n")
+        head = lines.index(f"{self.signature(kernel)} {{") + 1
+        tiled = [f"  if (blockDim.x == {LOCAL_THREADS}) {{  // LOCAL: operands staged through shared memory",
+                 *("  " + line for line in [*src.lines, *self.close(src)]), "    return;", "  }"]
+        return "\n".join(lines[:head] + tiled + lines[head:])
+
+    def open_local(self, src: Source) -> None:
+        """LOCAL's loop over blocks of LOCAL_SIDE x LOCAL_SIDE tiles: thread (tr, tc) of block tile
+        (br, bc) of batch entry bt takes the output whose flat index is gid, as the plain kernel would."""
+        plan, side = src.local, LOCAL_SIDE
+        a_type, b_type = self.ctype(plan.a[0].dtype), self.ctype(plan.b[0].dtype)
+        src.add(f"__shared__ {a_type} As[{len(plan.a)}][{side}][{LOCAL_K + 1}];  // +1: no two threads on a bank")
+        src.add(f"__shared__ {b_type} Bs[{len(plan.b)}][{side}][{LOCAL_K + 1}];")
+        src.add(f"const long long tr = threadIdx.x / {side}, tc = threadIdx.x % {side};")
+        src.add(f"for (long long blk = blockIdx.x; blk < {blocks(src.kernel, plan)}; blk += gridDim.x) {{")
+        src.depth += 1
+        across, down = plan.cols.extent // side, plan.rows.extent // side
+        src.add(f"const long long bc = blk % {across}, br = blk / {across} % {down}, bt = blk / {across * down};")
+        src.add(f"const long long gid = (bt * {plan.rows.extent} + br * {side} + tr) * {plan.cols.extent} "
+                f"+ bc * {side} + tc;")
+
+    def stage(self, src: Source, u: UOp, array: str, lane: int, axis: Loop, block: str) -> None:
+        """LOCAL: one lane's slice of this LOCAL_K steps copied to shared memory, a value a thread: the
+        LOAD's index at row (or column) t of the block tile and step k0 + kk. Consecutive threads take
+        consecutive steps where the index runs along the loop (a row of A), else consecutive rows."""
+        loop = src.local.loop
+        if step(u.arg[0], loop.var) == 1:
+            kk, t = f"threadIdx.x % {LOCAL_K}", f"threadIdx.x / {LOCAL_K}"
+        else:
+            kk, t = f"threadIdx.x / {LOCAL_SIDE}", f"threadIdx.x % {LOCAL_SIDE}"
+        flat, bound = u.arg
+        index = substitute(render(flat), {axis.var: f"{block} * {LOCAL_SIDE} + {t}", loop.var: f"k0 + {kk}"})
+        if bound is not None:
+            index = f"({index})<0?0:({index})>{bound}?{bound}:({index})"
+        src.add(f"{array}[{lane}][{t}][{kk}] = data{u.srcs[0].arg}[{index}];")  # (its GLOBAL UOp may come later)
+
+    def render_range(self, src: Source, u: UOp) -> None:
+        plan = src.local
+        if plan is None or u.arg is not plan.loop:
+            return super().render_range(src, u)
+        src.add(f"for (long long k0 = 0; k0 < {plan.loop.extent}; k0 += {LOCAL_K}) {{")
+        src.depth += 1
+        for lane, load in enumerate(plan.a):
+            self.stage(src, load, "As", lane, plan.rows, "br")
+        for lane, load in enumerate(plan.b):
+            self.stage(src, load, "Bs", lane, plan.cols, "bc")
+        src.add("__syncthreads();  // the block's copies are in")
+        var = plan.loop.var
+        src.loops += 1
+        src.open_loops.append(plan.loop)
+        src.add(f"for (long long {var} = k0; {var} < k0 + {LOCAL_K}; {var}++) {{")
+        src.depth += 1
+
+    def render_load(self, src: Source, u: UOp) -> None:
+        plan = src.local
+        lanes = {} if plan is None else {id(x): ("As", i, "tr") for i, x in enumerate(plan.a)} | \
+            {id(x): ("Bs", i, "tc") for i, x in enumerate(plan.b)}
+        if id(u) not in lanes:
+            return super().render_load(src, u)
+        array, lane, t = lanes[id(u)]
+        src.names[id(u)] = u.name
+        src.add(f"{self.ctype(u.dtype)} {u.name} = {array}[{lane}][{t}][{plan.loop.var} - k0];")
+
     def open(self, src: Source) -> None:
         """The grid-stride loop the kernel's body runs in, closed by `close`: over outputs by thread, or
         by block where a block folds each output (GROUP), or each WIDE_LANES of them side by side."""
+        if src.local is not None:
+            return self.open_local(src)
         n = c_product([loop.extent for loop in output_loops(src.kernel)])  # 1: a one-element output, one thread
         shape = group_shape(src.kernel)
         src.group, src.group_lanes = (None, 1) if shape is None else (shape.loop, shape.lanes)
@@ -225,6 +307,11 @@ class CUDARenderer(CRenderer):
         """After GROUP's reduce loops: every accumulator folded across the block."""
         closed = src.open_loops[-1]
         super().render_endrange(src, u)
+        if src.local is not None and closed is src.local.loop:  # LOCAL: the K-slice's loop, then k0's
+            src.add("__syncthreads();  // all have read the copies before the next are written")
+            src.depth -= 1
+            src.add("}")
+            return
         if src.group is None or closed.kind is not LoopKind.REDUCE:
             return
         if any(loop.kind is LoopKind.REDUCE for loop in src.open_loops):
@@ -242,5 +329,5 @@ class CUDARenderer(CRenderer):
         super().render_store(src, u)
         src.depth -= 1
 
-    RULES = {**CRenderer.RULES, UOps.SPECIAL: render_special, UOps.ENDRANGE: render_endrange,
-             UOps.STORE: render_store}
+    RULES = {**CRenderer.RULES, UOps.SPECIAL: render_special, UOps.RANGE: render_range, UOps.LOAD: render_load,
+             UOps.ENDRANGE: render_endrange, UOps.STORE: render_store}

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..codegen.program import CompileError, Program
 from .backend import CupyBackend  # (CuPy itself is imported when the first cuda tensor is made)
+from .local import LOCAL_THREADS, local_plan
 from .renderer import CUDARenderer, group_shape, output_size
 
 THREADS = 128  # per block for the grid-stride kernels; any grid is correct, this one is ordinary
@@ -58,8 +59,11 @@ class LaunchShape(NamedTuple):
 
 
 def launch_shape(kernel) -> LaunchShape:
-    """A thread per output, or (GROUP) a block of threads per output or per WIDE_LANES of them."""
+    """A thread per output, or (GROUP) a block of threads per output or per WIDE_LANES of them, or (LOCAL)
+    a block of LOCAL_THREADS per as many tiles."""
     group = group_shape(kernel)
+    if group is None and local_plan(kernel) is not None:  # LOCAL: a block of threads per LOCAL_THREADS tiles
+        return LaunchShape(output_size(kernel), LOCAL_THREADS, LOCAL_THREADS)
     if group is None:
         return LaunchShape(output_size(kernel), THREADS, THREADS)
     return LaunchShape(output_size(kernel), group.lanes, group.threads)

@@ -255,6 +255,36 @@ def test_group_reductions_under_blocks_of_many_threads(tmp_path, case, blocks, t
         np.testing.assert_allclose(got, np.ravel(want), rtol=1e-5, atol=1e-5)  # float32 sums of ~1500 terms
 
 
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ to build the kernel")
+@pytest.mark.parametrize("blocks", [1, 3])
+@pytest.mark.parametrize("case", ["batched", "k48", "epilogue"])
+def test_local_matmuls_under_blocks_of_256_threads(tmp_path, case, blocks):
+    """LOCAL: a block of 16 x 16 threads stages each 16 steps of A and B in shared memory; run as a GPU
+    would (256 OS threads meeting at each __syncthreads, fewer blocks than block tiles: the grid-stride
+    loop takes the rest), on small integers, so every order of the sums is exact. The batch axis is
+    the block's: its tiles stay inside one matrix. (Shapes whose schedule is the one kernel reading x.)"""
+    x = np.random.default_rng(1).integers(-4, 5, (3, 128, 48) if case == "k48" else (2, 128, 32))
+    x = x.astype(np.float32)
+    t = Tensor(x)
+    out, want = t @ t.transpose(-1, -2), x.astype(np.float64) @ x.transpose(0, 2, 1)
+    if case == "epilogue":  # an op after the sum, on the thread's own outputs (attention's scale)
+        out, want = out * 0.125, want * 0.125
+    assert len(create_schedule([out.lazydata])) == 1
+    kernel = _kernel(out)
+    source = CUDARenderer().render(kernel)
+    assert "if (blockDim.x == 256) {  // LOCAL" in source and launch_shape(kernel).threads == 256, source
+    assert source.count("__syncthreads()") == 2  # after the copies, after their last use
+    np.testing.assert_array_equal(_run_blocks(kernel, x, blocks, 256, tmp_path), np.ravel(want))
+    np.testing.assert_array_equal(_run_blocks(kernel, x, 2, 32, tmp_path), np.ravel(want))  # the plain twin
+
+
+def test_local_needs_whole_block_tiles():
+    """LOCAL takes a matmul whose tile counts LOCAL_SIDE divides and whose K LOCAL_K divides; others
+    keep the plain kernel only."""
+    assert "LOCAL" not in CUDARenderer().render(_kernel(Tensor(np.ones((128, 64), np.float32)) @ np.ones((64, 72))))
+    assert "LOCAL" not in CUDARenderer().render(_kernel(Tensor(np.ones((128, 60), np.float32)) @ np.ones((60, 128))))
+
+
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (nox -s ptx compiles the catalogue)")
 def test_rendered_kernels_compile_to_ptx(tmp_path):
     x = Tensor(np.ones((4, 6), np.float32))
