@@ -5,7 +5,7 @@ the device's name.
 - A matmul (the sum of a product whose operands are each broadcast along one output axis, or of
   a select by a one-hot condition) gets a register tile (`matmul_tile`): UPCAST on both output axes.
 - Another reduction computes 8 (or 4, 2) outputs a pass (`upcast_axes`), or, for a row reduction
-  over contiguous memory, SPLIT(8) (`split_axis`).
+  over contiguous memory, SPLIT into a vector register of partials (`split_axis`).
 - A matmul whose B no longer fits in L2 gets BLOCK; a kernel with enough work gets THREAD.
 """
 
@@ -150,10 +150,10 @@ def heuristic_opts(item: ScheduleItem, renderer: Renderer, threads: int,
     cache block for a matmul whose B panel would not stay in cache, and THREAD for a kernel with
     enough work to pay for waking the other threads. A kernel whose loops run to a symbolic size
     takes them on its concrete axes only (opts.apply_opts)."""
-    split = split_axis(item) if renderer.split_reductions and item.reduce is not None \
+    split = split_axis(item, renderer.split_parts) if renderer.split_reductions and item.reduce is not None \
         and not matmul_tile(item, renderer) else None
-    if split is not None:  # a row reduction over memory side by side: 8 partials a vector (see SPLIT)
-        opts = [Opt(OptOps.SPLIT, split, SPLIT_PARTS)]
+    if split is not None:  # a row reduction over memory side by side: a vector of partials (see SPLIT)
+        opts = [Opt(OptOps.SPLIT, split[0], split[1])]
     elif item.reduce is None:
         lanes = transpose_axes(item, stored or set()) or \
             (across_axes(item, stored or set()) if renderer.vector_width else {})
@@ -303,20 +303,20 @@ def copied_views(b: LazyBuffer, stored: set[int]) -> list[LazyBuffer] | None:
     return out
 
 
-SPLIT_PARTS = 8  # partial sums of a SPLIT row reduction: one AVX2 vector of float32
-
-
-def split_axis(item: ScheduleItem) -> int | None:
-    """The reduce axis SPLIT pays on: the innermost one, when it holds a multiple of 8 of at least 16
-    terms and every value the reduction reads moves along it by one element of memory (or not at
-    all). Measured on one Zen 3 core over 12x4x64 rows of 64: a row max 218 us with 8 outputs a
-    pass (UPCAST), 44 us split; softmax's sum of exps 3.3 ms, 0.8 ms; a mean 36, 19 us. (UPCAST and
-    SPLIT together lose the loop vectorizer, which the upcast lanes turn off.)"""
+def split_axis(item: ScheduleItem, parts: int = 8) -> tuple[int, int] | None:
+    """The reduce axis SPLIT pays on and its partials: the innermost axis, when it holds a multiple of
+    8 of at least 16 terms and every value the reduction reads moves along it by one element of memory
+    (or not at all); `parts` partials (a vector register's floats) where they divide it, else 8.
+    Measured on one Zen 3 core over 12x4x64 rows of 64: a row max 218 us with 8 outputs a pass
+    (UPCAST), 44 us split; softmax's sum of exps 3.3 ms, 0.8 ms; a mean 36, 19 us. (UPCAST and SPLIT
+    together lose the loop vectorizer, which the upcast lanes turn off.)"""
     axes = reduce_axes(item)
     n = item.reduce.srcs[0].shape[axes[-1]] if axes else 0
-    if not axes or not fixed(n) or n % SPLIT_PARTS or n < 16:
+    if not axes or not fixed(n) or n % 8 or n < 16:
         return None
-    return axes[-1] if all(reads_along(r.srcs[0], axes[-1]) for r in item.reduces) else None
+    if not all(reads_along(r.srcs[0], axes[-1]) for r in item.reduces):
+        return None
+    return axes[-1], parts if n % parts == 0 and n >= 2 * parts else 8
 
 
 def reads_along(v, axis: int) -> bool:

@@ -14,6 +14,7 @@ class Renderer:
     threads: bool = False  # THREAD: a kernel's outermost loop split across CPU threads (OpenMP)
     loop_blocks: bool = False  # BLOCK: an output loop cut into cache blocks, moved outermost
     split_reductions: bool = False  # SPLIT pays: a loop of partial sums the C compiler vectorizes
+    split_parts: int = 8  # SPLIT's partial sums: float32s in one vector register (AVX2 8, AVX-512 16)
     packed_operands: bool = False  # matmul operands read from copies packed in panels (layouts.py)
     narrow_tiles: bool = False  # a matmul whose operand is computed in its loop takes one row a pass
     grid: bool = False  # the output indices come from a grid of threads (UOps.SPECIAL), not loops

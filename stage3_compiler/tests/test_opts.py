@@ -16,6 +16,7 @@ from ..codegen.lower import lower
 from ..codegen.opts import Opt, OptError, OptOps, apply_opts
 from ..codegen.program import Program
 from ..cpu import compiler as runtime
+from ..cpu.renderer import CRenderer
 from ..cpu.runtime import cpu_runtime
 from ..cuda.renderer import CUDARenderer
 from ..device import buffer_class
@@ -159,13 +160,17 @@ def test_heuristics_tile_a_matmul_and_thread_only_big_kernels():
 
 def test_heuristics_split_a_row_reduction_read_along_memory():
     x = rand(12, 64, 128)
+    parts = CPU.split_parts  # a vector register of float32 partials: 16 with AVX-512, 8 with AVX2
     for t in (x.max(axis=-1), (x - 1).exp().sum(axis=-1), (x * x).mean(axis=-1)):
         item, _ = last_item(t)
-        assert heuristic_opts(item, CPU, 1) == (Opt(OptOps.SPLIT, 2, 8),)
+        assert heuristic_opts(item, CPU, 1) == (Opt(OptOps.SPLIT, 2, parts),)
+        assert heuristic_opts(item, CRenderer(wide_vectors=False), 1) == (Opt(OptOps.SPLIT, 2, 8),)
         assert all(o.op is not OptOps.SPLIT for o in heuristic_opts(item, CUDA, 1))  # CPU vectors only
     products = x.reshape(12, 64, 1, 128) * rand(12, 1, 64, 128, seed=1)  # q @ k.T: dot products along memory
     dots, _ = last_item(products.sum(axis=-1))
-    assert heuristic_opts(dots, CPU, 1) == (Opt(OptOps.SPLIT, 3, 8),)
+    assert heuristic_opts(dots, CPU, 1) == (Opt(OptOps.SPLIT, 3, parts),)
+    rows24, _ = last_item(rand(12, 24).sum(axis=-1))  # 24 terms: 8 partials, whatever the vector
+    assert heuristic_opts(rows24, CRenderer(wide_vectors=True), 1) == (Opt(OptOps.SPLIT, 1, 8),)
     across, _ = last_item(x.permute(0, 2, 1).max(axis=-1))  # the summed axis is 128 floats apart in memory
     columns, _ = last_item(x.sum(axis=1))  # a realized tensor summed along an outer axis
     odd, _ = last_item(rand(12, 78).sum(axis=-1))  # 78 terms: not a multiple of 8
