@@ -84,8 +84,7 @@ class CRenderer(Renderer):
         # a matmul's register tile: 8 rows of 16 floats where the CPU has 32 vector registers
         # (AVX-512), 4 with AVX2's 16 (cpu/compiler.wide_vector_registers)
         self.tile = (8 if wide_vectors else 4, 16)
-        # SPLIT's partials, one vector register of them. One Zen 5 core (AVX-512), nanoGPT's CPU step:
-        # 16 partials 47.4-48.5 ms, 8 49.7 (attention's softmax rows of 64: half the vector idle)
+        # SPLIT's partials, one vector register of them (heuristics.split_axis: on rows long enough)
         self.split_parts = 16 if wide_vectors else 8
 
     def ctype(self, dtype: DType, lanes: int = 1) -> str:
