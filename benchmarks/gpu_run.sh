@@ -17,6 +17,9 @@
 #   gemm_board     benchmarks.gemm_cuda_leaderboard on that JSON -> $OUT/gemm_cuda.md (+ .png in the tarball)
 #   nanogpt_*      nanoGPT GPU-config step time: stage2 cuda, stage3 cuda (TinyJit), torch eager cuda,
 #                  each in its own process; nanogpt_merge -> $OUT/nanogpt_gpu.json
+#   on request only (--only): profile_stage2, profile_stage3, profile_torch (kernel and host profiles of
+#                  a step), gemm_sweep (benchmarks/gemm_sweep.py), nanogpt_stage3_nolocal (stage3's step
+#                  with NOLOCAL=1, to set beside nanogpt_stage3's)
 #
 # --smoke shrinks every part (GEMM n=64, a 2-layer toy GPT, 2 timed steps, pytest -x on a few dozen tests).
 # SITP_CUDA_BACKEND=emulate runs the stages' cuda devices on the CPU emulator (common/cuda_emulation.py)
@@ -253,6 +256,13 @@ for impl in stage2 stage3 torch; do
     part "profile_$impl" 90 0 "$WORK/profile_$impl.log" "$PY" benchmarks/gpu_run.py profile --impl "$impl"
   fi
 done
+
+# ---- on request only (--only nanogpt_stage3_nolocal): stage3's step without LOCAL's shared-memory matmuls ----
+
+if [ -n "$ONLY" ] && wanted nanogpt_stage3_nolocal; then
+  part nanogpt_stage3_nolocal 90 0 "$WORK/nanogpt_stage3_nolocal.log" env NOLOCAL=1 "${NANO[@]}" --impl stage3 \
+    --json "$WORK/nanogpt_stage3_nolocal.json"
+fi
 
 # ---- on request only (--only gemm_sweep): rung 08's tile shapes, stage2's matmuls against torch ----
 
