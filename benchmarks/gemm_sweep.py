@@ -39,6 +39,11 @@ CONFIGS = {  # name -> the macros that differ from the file's defaults
     "tm8": {"TM": 8},
     "one_block_s4": {"STAGES": 4, "MIN_BLOCKS": 1},
     "bn256_tm8": {"BN": 256, "WN": 64, "TM": 8, "BK": 16, "MIN_BLOCKS": 1},
+    # not yet run on a GPU (written after the sweep of 2026-11-27):
+    "tm8_bk32_s3": {"TM": 8},
+    "bk32_s4_one_block": {"STAGES": 4, "MIN_BLOCKS": 1},
+    "bk64_s2_one_block": {"BK": 64, "STAGES": 2, "MIN_BLOCKS": 1},
+    "bm64": {"BM": 64, "WM": 32},  # more blocks for n = 1024 (64 tiles of 128 x 128 on 132 SMs)
 }
 TOKENS, WIDTH = 64 * 256, 384  # nanoGPT's GPU config: batch 64 x block 256, n_embd 384, 6 heads of 64
 FORWARD = {"qkv": (TOKENS, 3 * WIDTH, WIDTH), "attn_proj": (TOKENS, WIDTH, WIDTH),
