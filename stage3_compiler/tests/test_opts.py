@@ -180,6 +180,16 @@ def test_heuristics_split_a_row_reduction_read_along_memory():
     assert [o.op for o in heuristic_opts(matmul, CPU, 1)] == [OptOps.UPCAST, OptOps.UPCAST]
 
 
+def test_a_gpu_register_tile_needs_no_operand_side_by_side():
+    """q @ k.T: both operands run along the summed head axis, none along an output axis. The CPU's
+    vector lanes need one that does (it takes SPLIT instead); a GPU thread's scalar registers do not,
+    and the tile of 4 x 8 outputs is 12 loads for 32 multiply-adds instead of 9 for 8."""
+    q, k = rand(12, 64, 1, 32), rand(12, 1, 64, 32, seed=1)
+    dots, _ = last_item((q * k).sum(axis=-1))
+    assert [o.op for o in heuristic_opts(dots, CUDA, 1)] == [OptOps.UPCAST, OptOps.UPCAST]
+    assert [o.op for o in heuristic_opts(dots, CPU, 1)] == [OptOps.SPLIT]
+
+
 def test_the_kernel_name_and_debug_line_show_the_options(capsys, monkeypatch):
     monkeypatch.setenv("DEBUG", "2")
     a, b = rand(128, 64), rand(64, 128, seed=1)
