@@ -50,10 +50,13 @@ FORWARD = {"qkv": (TOKENS, 3 * WIDTH, WIDTH), "attn_proj": (TOKENS, WIDTH, WIDTH
            "fc": (TOKENS, 4 * WIDTH, WIDTH), "mlp_proj": (TOKENS, WIDTH, 4 * WIDTH)}  # (M, N, K)
 
 
-def median_ms(launch, cupy, rounds: int = 7, per_round: int = 5) -> float:
-    launch()
-    cupy.cuda.Device().synchronize()
-    start, end = cupy.cuda.Event(), cupy.cuda.Event()
+def median_ms(launch, new_event, elapsed_ms, rounds: int = 7, per_round: int = 5) -> float:
+    """Median ms of `launch` over rounds of back-to-back calls between two events (CuPy's or torch's:
+    `new_event()` makes one with record() and synchronize(), `elapsed_ms(start, end)` reads them)."""
+    start, end = new_event(), new_event()
+    launch()  # the warm-up: a first launch may compile or allocate
+    end.record()
+    end.synchronize()
     times = []
     for _ in range(rounds):
         start.record()
@@ -61,8 +64,12 @@ def median_ms(launch, cupy, rounds: int = 7, per_round: int = 5) -> float:
             launch()
         end.record()
         end.synchronize()
-        times.append(cupy.cuda.get_elapsed_time(start, end) / per_round)
+        times.append(elapsed_ms(start, end) / per_round)
     return statistics.median(times)
+
+
+def cupy_clock(cupy) -> tuple:
+    return cupy.cuda.Event, cupy.cuda.get_elapsed_time
 
 
 class Config:
@@ -104,7 +111,7 @@ def sweep(cupy, sizes: list[int], results: dict) -> None:
     cublas = {}
     for label, (M, N, K) in cases.items():
         A, B, C = operands(cupy, M, N, K, 1)
-        cublas[label] = median_ms(lambda A=A, B=B, C=C: cupy.matmul(A, B, out=C), cupy)
+        cublas[label] = median_ms(lambda A=A, B=B, C=C: cupy.matmul(A, B, out=C), *cupy_clock(cupy))
     results["cublas_ms"] = cublas
     print(f"{'config':16} {'regs':>4} " + " ".join(f"{label:>16}" for label in cases))
     print(f"{'cuBLAS':16} {'':>4} " + " ".join(
@@ -118,7 +125,7 @@ def sweep(cupy, sizes: list[int], results: dict) -> None:
             for label, (M, N, K) in cases.items():
                 row.setdefault("error", {})[label] = checked(cupy, config, M, N, K, 3)
                 A, B, C = operands(cupy, M, N, K, 1)
-                row.setdefault("ms", {})[label] = median_ms(config.launcher(A, B, C), cupy)
+                row.setdefault("ms", {})[label] = median_ms(config.launcher(A, B, C), *cupy_clock(cupy))
             cells = " ".join(f"{2 * M * N * K / row['ms'][label] / 1e9:8.1f} TF "
                              f"{100 * cublas[label] / row['ms'][label]:4.0f}%" for label, (M, N, K) in cases.items())
             print(f"{name:16} {row['registers']:4} {cells}", flush=True)
@@ -163,18 +170,8 @@ def stage2_shapes(cupy, results: dict) -> None:
         err = float((got - ref).norm() / ref.norm())
         if not err < 1e-5:
             raise RuntimeError(f"stage2 matmul {name}: relative error {err:.3g} against torch")
-        ms2 = median_ms(ours, cupy)
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        theirs()
-        times = []
-        for _ in range(7):
-            start.record()
-            for _ in range(5):
-                theirs()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end) / 5)
-        mst = statistics.median(times)
+        ms2 = median_ms(ours, *cupy_clock(cupy))
+        mst = median_ms(theirs, lambda: torch.cuda.Event(enable_timing=True), lambda a, b: a.elapsed_time(b))
         total[0] += ms2
         total[1] += mst
         results.setdefault("stage2_shapes", {})[name] = {"stage2_ms": ms2, "torch_ms": mst, "error": err}

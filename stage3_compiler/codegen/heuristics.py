@@ -153,7 +153,7 @@ def heuristic_opts(item: ScheduleItem, renderer: Renderer, threads: int,
     split = split_axis(item, renderer.split_parts) if renderer.split_reductions and item.reduce is not None \
         and not matmul_tile(item, renderer) else None
     if split is not None:  # a row reduction over memory side by side: a vector of partials (see SPLIT)
-        opts = [Opt(OptOps.SPLIT, split[0], split[1])]
+        opts = [Opt(OptOps.SPLIT, *split)]
     elif item.reduce is None:
         lanes = transpose_axes(item, stored or set()) or \
             (across_axes(item, stored or set()) if renderer.vector_width else {})

@@ -71,6 +71,11 @@ class Source:
         self.lines.append("  " * self.depth + text)
 
 
+def clamped(index: str, bound: int) -> str:
+    """An index as C, held inside [0, bound] (the C compiler computes it once)."""
+    return f"(({index})<0?0:({index})>{bound}?{bound}:({index}))"
+
+
 class CRenderer(Renderer):
     kernel_prefix = ""
     exp2f = "sitp_exp2f"  # float32 EXP2: our own (EXP2F below), which the C compiler can vectorize
@@ -179,10 +184,7 @@ class CRenderer(Renderer):
         """A LOAD's index; clamped into the buffer when the lowering found it can leave it (a padded
         view's index where the padding is: the value read there is thrown away)."""
         flat, bound = u.arg
-        if bound is None:
-            return render(flat)
-        i = render(flat)
-        return f"(({i})<0?0:({i})>{bound}?{bound}:({i}))"  # the C compiler computes i once
+        return render(flat) if bound is None else clamped(render(flat), bound)
 
     def params(self, kernel: Kernel) -> list[str]:
         """The buffers (outputs first), then the user's Variables by name (a symbolic size's value)."""

@@ -48,11 +48,11 @@ import struct
 from typing import NamedTuple
 
 from ..codegen.uops import Kernel, Loop, LoopKind, UOp, UOps
-from ..cpu.renderer import CRenderer, Source
+from ..cpu.renderer import CRenderer, Source, clamped
 from ..dtype import DType, dtypes
 from ..graph.symbolic import Node, Variable, evaluate, layout, lo_hi, render, vars
 from ..ops import Ops
-from .local import LOCAL_K, LOCAL_SIDE, LOCAL_THREADS, blocks, local_plan, substitute
+from .local import LOCAL_K, LOCAL_SIDE, LOCAL_THREADS, LocalPlan, blocks, local_plan, substitute
 
 PRELUDE = "#define restrict __restrict__"
 GROUP = 128  # threads of a block that fold one output together (a power of two: the tree halves it)
@@ -115,6 +115,11 @@ def group_shape(kernel: Kernel) -> GroupShape | None:
     if outputs < ROW_OUTPUTS_BELOW and terms >= ROW_TERMS_FROM and along and kernel.upcast <= ROW_UPCAST:
         return GroupShape(loop, 1, WARP)
     return None
+
+
+def local_tiles(kernel: Kernel) -> LocalPlan | None:
+    """LOCAL's plan (cuda/local.py) for a kernel GROUP does not take: the two never meet in one kernel."""
+    return local_plan(kernel) if group_shape(kernel) is None else None
 
 
 def accumulators(kernel: Kernel) -> dict[int, tuple[Ops, DType]]:
@@ -197,7 +202,7 @@ class CUDARenderer(CRenderer):
         """The plain kernel; for a matmul LOCAL takes (cuda/local.py), its shared-memory twin first, run
         by a launch of LOCAL_THREADS threads a block."""
         plain = super().render(kernel)
-        plan = local_plan(kernel) if group_shape(kernel) is None else None
+        plan = local_tiles(kernel)
         if plan is None:
             return plain
         src = Source(kernel, local=plan)
@@ -236,8 +241,7 @@ class CUDARenderer(CRenderer):
             kk, t = f"threadIdx.x / {LOCAL_SIDE}", f"threadIdx.x % {LOCAL_SIDE}"
         flat, bound = u.arg
         index = substitute(render(flat), {axis.var: f"{block} * {LOCAL_SIDE} + {t}", loop.var: f"k0 + {kk}"})
-        if bound is not None:
-            index = f"({index})<0?0:({index})>{bound}?{bound}:({index})"
+        index = index if bound is None else clamped(index, bound)
         src.add(f"{array}[{lane}][{t}][{kk}] = data{u.srcs[0].arg}[{index}];")  # (its GLOBAL UOp may come later)
 
     def render_range(self, src: Source, u: UOp) -> None:

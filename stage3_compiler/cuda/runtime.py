@@ -20,8 +20,8 @@ import numpy as np
 
 from ..codegen.program import CompileError, Program
 from .backend import CupyBackend  # (CuPy itself is imported when the first cuda tensor is made)
-from .local import LOCAL_THREADS, local_plan
-from .renderer import CUDARenderer, group_shape, output_size
+from .local import LOCAL_THREADS
+from .renderer import CUDARenderer, group_shape, local_tiles, output_size
 
 THREADS = 128  # per block for the grid-stride kernels; any grid is correct, this one is ordinary
 MAX_BLOCKS = 65535  # enough blocks to fill any GPU; the grid-stride loops cover the rest
@@ -62,11 +62,11 @@ def launch_shape(kernel) -> LaunchShape:
     """A thread per output, or (GROUP) a block of threads per output or per WIDE_LANES of them, or (LOCAL)
     a block of LOCAL_THREADS per as many tiles."""
     group = group_shape(kernel)
-    if group is None and local_plan(kernel) is not None:  # LOCAL: a block of threads per LOCAL_THREADS tiles
+    if group is not None:
+        return LaunchShape(output_size(kernel), group.lanes, group.threads)
+    if local_tiles(kernel) is not None:
         return LaunchShape(output_size(kernel), LOCAL_THREADS, LOCAL_THREADS)
-    if group is None:
-        return LaunchShape(output_size(kernel), THREADS, THREADS)
-    return LaunchShape(output_size(kernel), group.lanes, group.threads)
+    return LaunchShape(output_size(kernel), THREADS, THREADS)
 
 
 class CUDARuntime:
