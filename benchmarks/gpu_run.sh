@@ -253,7 +253,9 @@ fi
 
 for impl in stage2 stage3 torch; do
   if [ -n "$ONLY" ] && wanted "profile_$impl"; then
-    part "profile_$impl" 90 0 "$WORK/profile_$impl.log" "$PY" benchmarks/gpu_run.py profile --impl "$impl"
+    PROFILE=("$PY" benchmarks/gpu_run.py profile --impl "$impl")
+    [ "$SMOKE" = 1 ] && PROFILE+=(--smoke)
+    part "profile_$impl" 90 0 "$WORK/profile_$impl.log" "${PROFILE[@]}"
   fi
 done
 
