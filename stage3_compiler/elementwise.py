@@ -41,6 +41,8 @@ class ElementwiseMixin(TensorCore):
         if op in COMPOSITE_UNARY:  # a formula recorded as one op, with its own rule (autograd.py says why)
             with no_grad():
                 out = COMPOSITE_UNARY[op](x)
+            if out.lazydata.is_base and out.lazydata.formula is None and out.lazydata.op is not Ops.BUFFER:
+                out.lazydata.formula = (op, x.lazydata)  # what the formula computes, for the scheduler's rules
             return record(out, op, (x,))
         if op is Ops.NOT:  # bool: x == False; ints: every bit flipped
             return x._binary(Ops.CMPEQ, name, False) if x.dtype is dtypes.bool else x._binary(Ops.XOR, name, -1)

@@ -6,13 +6,14 @@ the device's name.
   a select by a one-hot condition) gets a register tile (`matmul_tile`): UPCAST on both output axes.
 - Another reduction computes 8 (or 4, 2) outputs a pass (`upcast_axes`), or, for a row reduction
   over contiguous memory, SPLIT into a vector register of partials (`split_axis`).
+- An online softmax's sum (attention) computes all of a row's outputs a pass (`online_lanes`).
 - A matmul whose B no longer fits in L2 gets BLOCK; a kernel with enough work gets THREAD.
 """
 
 from __future__ import annotations
 
 from ..graph.lazy import LazyBuffer, numel
-from ..graph.symbolic import Node, Num, layout
+from ..graph.symbolic import Node, Num, Var, layout, vars
 from ..ops import IR_ELEMENTWISE, Ops
 from .item import ScheduleItem
 from .opts import Opt, OptOps, apply_opts, outer_loop, reduce_axes
@@ -151,8 +152,10 @@ def heuristic_opts(item: ScheduleItem, renderer: Renderer, threads: int,
     enough work to pay for waking the other threads. A kernel whose loops run to a symbolic size
     takes them on its concrete axes only (opts.apply_opts)."""
     split = split_axis(item, renderer.split_parts) if renderer.split_reductions and item.reduce is not None \
-        and not matmul_tile(item, renderer) else None
-    if split is not None:  # a row reduction over memory side by side: a vector of partials (see SPLIT)
+        and not matmul_tile(item, renderer) and item.online is None else None
+    if item.online is not None:
+        opts = [Opt(OptOps.UPCAST, axis, u) for axis, u in online_lanes(item).items()]
+    elif split is not None:  # a row reduction over memory side by side: a vector of partials (see SPLIT)
         opts = [Opt(OptOps.SPLIT, *split)]
     elif item.reduce is None:
         lanes = transpose_axes(item, stored or set()) or \
@@ -179,6 +182,26 @@ def heuristic_opts(item: ScheduleItem, renderer: Renderer, threads: int,
             and outer_loop(plan, sizes) >= threads:
         opts.append(Opt(OptOps.THREAD, 0, threads))
     return tuple(opts)
+
+
+ONLINE_LANES = (64, 32, 16, 8, 4, 2)  # outputs of one softmax row a pass of an online softmax computes
+
+
+def online_lanes(item: ScheduleItem) -> dict[int, int]:
+    """An online softmax (engine/online.py): UPCAST the output axis its probabilities do not vary
+    along (attention's head dims), up to 64 lanes. Every lane then shares the row's scores, its
+    exps and its running max, which would otherwise be computed again for each output."""
+    r = item.reduce
+    if item.root.shape != r.shape:
+        return {}
+    view = next(s for s in r.srcs[0].base.srcs if s.base is item.online.probs)
+    idxs = [Var(f"o{d}", 0, layout(n) - 1) for d, n in enumerate(view.shape)]
+    used = {v.name for v in vars(view.st.expr_idxs(idxs)[0])}
+    for d in reversed(range(len(r.shape))):
+        n = r.shape[d]
+        if d not in r.arg and not isinstance(n, Node) and n > 1 and idxs[d].name not in used:
+            return {d: next(u for u in (*ONLINE_LANES, 1) if n % u == 0)} if n % 2 == 0 else {}
+    return {}
 
 
 TRANSPOSE_LANES = 16  # rows of the output a transposing copy writes a pass: one cache line of float32 read

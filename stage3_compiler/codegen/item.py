@@ -1,5 +1,6 @@
 """A kernel's share of the lazy graph, as the scheduler (engine/schedule.py) hands it to codegen:
-the base it writes and the reduction whose loop it holds. Everything in codegen reads these; the
+the base it writes and the reduction whose loop it holds (and, for attention, the softmax that loop
+folds in one pass). Everything in codegen reads these; the
 kernel's other bases are found by walking from its outputs down to the bases it loads."""
 
 from __future__ import annotations
@@ -8,6 +9,24 @@ from dataclasses import dataclass, field
 
 from ..graph.lazy import LazyBuffer
 from ..graph.shapetracker import is_symbolic
+
+
+@dataclass(frozen=True, eq=False)
+class OnlineSoftmax:
+    """A reduction over a row's softmax, folded in one pass (engine/online.py finds it): the kernel's
+    reduction sums `probs` = `exp` / `total` times something, where `exp` is e^(`shifted`), `shifted`
+    is x - `max` and `max` and `total` reduce x and `exp` over the row. None of them is stored: the
+    loop keeps a running max and sum per row and rescales its sums when the max grows (codegen/lower.py)."""
+
+    probs: LazyBuffer  # exp / total (a DIV)
+    exp: LazyBuffer  # e^shifted: the last node of the exp formula (LazyBuffer.formula names it)
+    shifted: LazyBuffer  # x - max (an ADD of x and the max negated)
+    max: LazyBuffer  # the row's max of x (a REDUCE_MAX)
+    total: LazyBuffer  # the row's sum of exp (a REDUCE_ADD)
+
+    @property
+    def bases(self) -> tuple[LazyBuffer, ...]:
+        return (self.probs, self.exp, self.shifted, self.max, self.total)
 
 
 @dataclass(eq=False)
@@ -20,6 +39,7 @@ class ScheduleItem:
     reduce: LazyBuffer | None
     also: list[LazyBuffer] = field(default_factory=list)
     also_reduces: list[LazyBuffer] = field(default_factory=list)  # more reductions over the same loop
+    online: OnlineSoftmax | None = None  # the reduction folds a softmax in one pass (see OnlineSoftmax)
 
     @property
     def outputs(self) -> list[LazyBuffer]:

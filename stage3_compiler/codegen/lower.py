@@ -14,12 +14,12 @@ computed once (a cache keyed by the base and its index expressions), as the rend
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..dtype import DType, dtypes
 from ..graph.lazy import LazyBuffer, numel
 from ..graph.symbolic import Node, Num, Var, Variable, layout, render, vars
-from ..ops import IR_ELEMENTWISE, Ops
+from ..ops import IR_ELEMENTWISE, IR_REDUCE, Ops
 from ..threads import get_num_threads
 from .heuristics import heuristic_opts, strides_of
 from .item import ScheduleItem
@@ -73,6 +73,12 @@ class Lowerer:
         self.cache: dict[tuple, UOp] = {}
         self.accs: dict[int, UOp] = {}  # after the reduction loop: each reduction's accumulator
         self.alu_count = 0
+        self.shared: set[int] = set()  # ACCs that are no lane's own: a nested reduction's, a softmax row's
+        self.nests = 0  # nested reductions so far (their loop variables' names)
+        # an online softmax (item.online): its rows' running max and sum, declared before the loop opens
+        self.rows: dict[str, Row] = {}
+        self.before_loop = 0  # where a row's accumulators go: before the reduction loop
+        self.steps: list[tuple[UOp, Row]] = []  # (rescale, row) of each softmax term a value read
 
     def emit(self, op: UOps, dtype: DType | None, srcs: tuple = (), arg: Any = None) -> UOp:
         u = UOp(op, dtype, tuple(srcs), arg, f"v{len(self.uops)}")
@@ -147,6 +153,8 @@ class Lowerer:
             return self.load(b, flat_index(idxs, b.shape))
         if b.op is Ops.CONST:
             return self.const(b.arg, b.dtype)
+        if self.item.online is not None and b is self.item.online.probs:
+            return self.softmax_term(idxs)
         key = ("base", id(b), tuple(render(i) for i in idxs))
         if key in self.cache:
             return self.cache[key]
@@ -155,10 +163,95 @@ class Lowerer:
         elif b.op in IR_ELEMENTWISE:
             srcs = [self.view(s, idxs) for s in b.srcs]
             out = self.alu(b.op, b.dtype, *srcs) if b.op is not Ops.CAST else self.emit(UOps.CAST, b.dtype, (srcs[0],))
+        elif b.op in IR_REDUCE:
+            out = self.nested(b, idxs)
         else:
             raise NotImplementedError(f"lower: {b.op} cannot be computed inside a kernel")
         self.cache[key] = out
         return out
+
+    def nested(self, r: LazyBuffer, idxs: list[Node]) -> UOp:
+        """A reduction the schedule left to its reader (engine/schedule.nest_reductions): computed
+        here, in a loop of its own nested where it is read."""
+        acc = self.emit(UOps.ACC, r.dtype, arg=reduce_identity(r.op, r.dtype))
+        self.shared.add(id(acc))
+        src, inner, opened = r.srcs[0], list(idxs), 0
+        for d in r.arg:
+            inner[d] = loop_var(f"n{self.nests}_{d}", src.shape[d])
+            if isinstance(inner[d], Var):
+                self.loop(inner[d].name, src.shape[d], LoopKind.NESTED)
+                opened += 1
+        self.nests += 1
+        outside = dict(self.cache)
+        self.emit(UOps.UPDATE, r.dtype, (acc, self.view(src, inner)), r.op)
+        self.alu_count += 1
+        for _ in range(opened):
+            self.emit(UOps.ENDRANGE, None)
+        self.cache = outside  # values inside the loop belong to its scope
+        return acc
+
+    # ---- an online softmax (engine/online.py) ----
+
+    def softmax_term(self, idxs: list[Node]) -> UOp:
+        """probs at idxs, as the online loop has it: e^(x - m) for the row's running max m, the
+        division by the row's sum left to the end (lower's `finish`). The first read of a term
+        moves its row on: the new max, the rescale e^(m_old - m_new) of what was summed, the sum."""
+        soft = self.item.online
+        key = ("softmax", tuple(render(i) for i in idxs))
+        if key not in self.cache:
+            dtype = soft.probs.dtype
+            x = self.view(next(s for s in soft.shifted.srcs if s.base.op is not Ops.NEG), idxs)
+            row = self.row(soft.probs.srcs[1], idxs, dtype)
+            top = self.alu(Ops.MAX, dtype, row.max, x)
+            # a row with nothing but -inf so far (masked) is shifted by 0: e^(-inf - 0) = 0, where
+            # e^(-inf + inf) would be nan
+            inf = self.alu(Ops.CMPEQ, dtypes.bool, top, self.const(float("-inf"), dtype))
+            shift = self.alu(Ops.NEG, dtype, self.alu(Ops.WHERE, dtype, inf, self.const(0.0, dtype), top))
+            rescale = self.exp_of(self.alu(Ops.ADD, dtype, row.max, shift))
+            term = self.exp_of(self.alu(Ops.ADD, dtype, x, shift))
+            self.emit(UOps.UPDATE, dtype, (row.total, rescale), Ops.REDUCE_MUL)
+            self.emit(UOps.UPDATE, dtype, (row.total, term), Ops.REDUCE_ADD)
+            self.emit(UOps.UPDATE, dtype, (row.max, x), Ops.REDUCE_MAX)
+            self.cache[key] = (term, rescale, row)
+        term, rescale, row = self.cache[key]
+        self.steps.append((rescale, row))
+        return term
+
+    def row(self, total: LazyBuffer, idxs: list[Node], dtype: DType) -> Row:
+        """The running max and sum of the softmax row that `total` (the row's sum, viewed) reads at idxs."""
+        flat, _ = total.st.expr_idxs(idxs)
+        key = render(flat)
+        if key not in self.rows:
+            top = UOp(UOps.ACC, dtype, (), float("-inf"), f"m{len(self.rows)}")
+            acc = UOp(UOps.ACC, dtype, (), 0, f"l{len(self.rows)}")
+            self.uops[self.before_loop:self.before_loop] = [top, acc]
+            self.before_loop += 2
+            self.shared.update((id(top), id(acc)))
+            self.rows[key] = Row(top, acc)
+        return self.rows[key]
+
+    def exp_of(self, value: UOp) -> UOp:
+        """The softmax's exp formula (its graph, between exp and its input) applied to value."""
+        soft = self.item.online
+        done: dict[int, UOp] = {id(soft.shifted): value}
+
+        def walk(b: LazyBuffer) -> UOp:
+            if id(b) not in done:
+                if b.op is Ops.CONST:
+                    done[id(b)] = self.const(b.arg, b.dtype)
+                else:
+                    srcs = [walk(s.base) for s in b.srcs]
+                    done[id(b)] = self.emit(UOps.CAST, b.dtype, (srcs[0],)) if b.op is Ops.CAST else \
+                        self.alu(b.op, b.dtype, *srcs)
+            return done[id(b)]
+        return walk(soft.exp)
+
+
+class Row(NamedTuple):
+    """An online softmax row's accumulators."""
+
+    max: UOp
+    total: UOp
 
 
 COMBINE = {Ops.REDUCE_ADD: (Ops.ADD, Ops.OR), Ops.REDUCE_MUL: (Ops.MUL, Ops.AND), Ops.REDUCE_MAX: (Ops.MAX, Ops.OR)}
@@ -209,6 +302,7 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
     upcast = len(lanes)
     reduce_shape: tuple[int, ...] = ()
     accs: list[dict[int, UOp]] = [{} for _ in lanes]  # per lane: reduction id -> its accumulator
+    rows: dict[int, Row] = {}  # an online softmax: id of a lane's accumulator -> its row's
     if item.reduce is not None:
         src_shape, axes = item.reduce.srcs[0].shape, item.reduce.arg  # every reduction here has these
         reduce_shape = src_shape
@@ -229,6 +323,7 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
                     rvars[d] = loop_var(f"ridx{d}", steps)
                     if isinstance(rvars[d], Var):
                         inner_loops.append(L.loop(rvars[d].name, steps, LoopKind.REDUCE))
+            L.before_loop = len(L.uops) - len(inner_loops)
             sidx = None
             if split_axis is not None:
                 sidx = Var("sidx", 0, parts - 1)
@@ -247,13 +342,21 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
                         idxs[split_axis] = idxs[split_axis] * parts + sidx
                     for r in item.reduces:
                         acc = lane[id(r)] if sidx is None else L.emit(UOps.PART, r.dtype, (lane[id(r)],), sidx)
-                        L.emit(UOps.UPDATE, r.dtype, (acc, L.view(r.srcs[0], idxs)), r.op)
+                        L.steps = []
+                        value = L.view(r.srcs[0], idxs)
+                        if item.online is not None and r is item.reduce:  # rescaled to the row's new max
+                            rescale, rows[id(lane[id(r)])] = L.steps[0]
+                            L.emit(UOps.UPDATE, r.dtype, (acc, rescale), Ops.REDUCE_MUL)
+                        L.emit(UOps.UPDATE, r.dtype, (acc, value), r.op)
                         L.alu_count += 1
             for _ in inner_loops:
                 L.emit(UOps.ENDRANGE, None)
         L.cache.clear()  # values inside the loop belong to its scope
         for lane, found in zip(accs, partials, strict=True):
             lane.update({id(r): combine(L, r, found[id(r)], parts) for r in item.reduces})
+            for r in item.reduces:  # an online softmax's sum, divided by its row's sum of exps
+                if id(found[id(r)]) in rows:
+                    lane[id(r)] = L.alu(Ops.DIV, r.dtype, lane[id(r)], rows[id(found[id(r)])].total)
     for lane, idx in zip(accs, lanes, strict=True):
         L.accs = lane
         for out, buf in zip(item.outputs, out_bufs, strict=True):  # (a merged output may add size-1 dims)
@@ -272,11 +375,12 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
     name += f"_O{len(item.outputs)}" if item.also else ""  # several outputs (engine/schedule.merge_outputs)
     if item.reduce is not None and 0 in item.reduce.srcs[0].shape:
         name += "_empty"
+    name += "_online" if item.online is not None else ""
     uops = L.uops
     if renderer.vector_width and ups:  # the lanes as vectors (vectorize.py), the first upcast axis's side by side
-        uops = vectorize(uops, upcast, next(iter(ups.values())), renderer.vector_width)
+        uops = vectorize(uops, upcast, next(iter(ups.values())), renderer.vector_width, L.shared)
     return Kernel(name, root.shape, uops, L.buffers, L.alu_count // upcast, reduce_shape, upcast,
-                  len(item.outputs), tuple(opts), plan.threads, kernel_variables(L.uops))
+                  len(item.outputs), tuple(opts), plan.threads, kernel_variables(L.uops), item.online is not None)
 
 
 def kernel_variables(uops: list[UOp]) -> tuple[Variable, ...]:

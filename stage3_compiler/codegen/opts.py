@@ -123,6 +123,8 @@ def apply_opts(item: ScheduleItem, opts: tuple[Opt, ...] | list[Opt], renderer: 
             if not reduce_axes(item) or opt.axis != reduce_axes(item)[-1]:
                 raise OptError(f"{opt}: axis {opt.axis} is not the innermost reduced axis of "
                                f"{src or 'this kernel'} ({where})")
+            if opt.op is OptOps.SPLIT and item.online is not None:
+                raise OptError(f"{opt}: an online softmax keeps one running max a row, not partials ({where})")
             if opt.op is OptOps.UNROLL:
                 steps = plan.unroll.get(opt.axis, 1) * opt.amount
                 if steps > MAX_UNROLL:

@@ -42,6 +42,7 @@ class LoopKind(Enum):
     OUTPUT = auto()  # over an output axis (gidx): a SPECIAL where the renderer has a grid
     BLOCK = auto()  # over the blocks of a BLOCK option (bidx), outside the output loops
     REDUCE = auto()  # over a reduced axis (ridx)
+    NESTED = auto()  # over a reduced axis of a reduction computed where the kernel reads it (nidx)
     PARTIALS = auto()  # over SPLIT's partial accumulators (sidx), innermost
 
 
@@ -85,3 +86,4 @@ class Kernel:
     opts: tuple = ()  # the options (opts.py) its loops were shaped by
     threads: int = 1  # THREAD: OpenMP threads, each running a slice of the outermost loop
     variables: tuple = ()  # the user's Variables it takes as arguments after the buffers, in name order
+    online: bool = False  # its reduction folds a softmax in one pass (engine/online.py): one thread a row

@@ -30,7 +30,7 @@ from ..graph.symbolic import Num
 from ..ops import Ops
 from .uops import UOp, UOps
 
-VECTOR_ALU = (Ops.ADD, Ops.MUL, Ops.NEG)  # ops every vector type has as operators, exact as the scalar ones
+VECTOR_ALU = (Ops.ADD, Ops.MUL, Ops.NEG, Ops.DIV)  # ops every vector type has as operators, exact as the scalar ones
 VECTOR_DTYPES = (dtypes.float32, dtypes.float64)
 
 
@@ -44,8 +44,9 @@ def lane_width(fastest: int, dtype, width: int) -> int:
 
 
 class Vectorizer:
-    def __init__(self, uops: list[UOp], upcast: int, fastest: int, width: int):
+    def __init__(self, uops: list[UOp], upcast: int, fastest: int, width: int, shared: set[int]):
         self.uops, self.upcast, self.fastest, self.width = uops, upcast, fastest, width  # width: float32 lanes
+        self.shared = shared  # ACCs of no lane: a nested reduction's, an online softmax row's (lower.py)
         self.matched: dict[tuple[int, ...], UOp | None] = {}  # lane UOps' ids -> their vector (or None)
         self.vector_of: dict[int, tuple[UOp, int]] = {}  # a replaced scalar's id -> (its vector, lane)
         self.replace_at: dict[int, UOp | None] = {}  # a replaced UOp's id -> what takes its place (None: nothing)
@@ -100,7 +101,7 @@ class Vectorizer:
         return [tuple(members[i:i + w]) for i in range(0, len(members), w)] if w else []
 
     def run(self) -> list[UOp]:
-        accs = [u for u in self.uops if u.op is UOps.ACC]
+        accs = [u for u in self.uops if u.op is UOps.ACC and id(u) not in self.shared]
         updates: dict[int, list[UOp]] = {}  # acc id -> its UPDATEs, in order
         for u in self.uops:
             if u.op is UOps.UPDATE:
@@ -124,8 +125,10 @@ class Vectorizer:
         if first.arg != 0 or any(a.dtype is not first.dtype for a in accs):
             return  # (only sums: a max's update is a branch or a select, which C's vector types lack as operators)
         n = len(updates[0])
-        if n == 0 or any(len(us) != n for us in updates) or any(us[t].arg is not Ops.REDUCE_ADD
-                                                              for us in updates for t in range(n)):
+        # sums, and an online softmax's rescales (acc *= e^(m_old - m_new), one factor for every lane)
+        if n == 0 or any(len(us) != n for us in updates) or \
+                any(us[t].arg not in (Ops.REDUCE_ADD, Ops.REDUCE_MUL) or us[t].arg is not updates[0][t].arg
+                    for us in updates for t in range(n)):
             return
         values = [self.match(tuple(us[t].srcs[1] for us in updates)) for t in range(n)]
         if any(v is None for v in values):
@@ -137,7 +140,7 @@ class Vectorizer:
         for a in accs[1:]:
             self.replace_at[id(a)] = None
         for t in range(n):
-            update = self.new(UOps.UPDATE, first.dtype, (vacc, values[t]), Ops.REDUCE_ADD, lanes=len(accs))
+            update = self.new(UOps.UPDATE, first.dtype, (vacc, values[t]), updates[0][t].arg, lanes=len(accs))
             self.replace_at[id(updates[0][t])] = update
             for us in updates[1:]:
                 self.replace_at[id(us[t])] = None
@@ -204,10 +207,10 @@ def dead_code_removed(uops: list[UOp]) -> list[UOp]:
     return [u for u in uops if id(u) in live]
 
 
-def vectorize(uops: list[UOp], upcast: int, fastest: int, width: int) -> list[UOp]:
+def vectorize(uops: list[UOp], upcast: int, fastest: int, width: int, shared: set[int] | None = None) -> list[UOp]:
     """The kernel's UOps with its lanes packed into vectors of `width` float32s (module docstring);
-    `fastest`: the lanes of the first upcast axis. The UOps as they were where lanes do not group
-    (no upcast, a SPLIT's partials)."""
+    `fastest`: the lanes of the first upcast axis; `shared`: the ids of ACCs no lane owns. The UOps
+    as they were where lanes do not group (no upcast, a SPLIT's partials)."""
     if upcast == 1 or any(u.op is UOps.ACCS for u in uops):
         return uops
-    return Vectorizer(uops, upcast, fastest, width).run()
+    return Vectorizer(uops, upcast, fastest, width, shared or set()).run()

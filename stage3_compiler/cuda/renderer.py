@@ -103,7 +103,7 @@ def group_shape(kernel: Kernel) -> GroupShape | None:
     - more outputs, a row of terms side by side each and at most a few rows a thread, not a matmul's
       register tile (layernorm's statistics): a warp an output."""
     loops = [u.arg for u in kernel.uops if u.op is UOps.RANGE and u.arg.kind is LoopKind.REDUCE]
-    if not loops:
+    if not loops or kernel.online:  # an online softmax's running max is one thread's, in order
         return None
     outputs, terms = output_size(kernel), math.prod(layout(loop.extent) for loop in loops)
     loop = loops[-1] if layout(loops[-1].extent) >= WARP else max(reversed(loops), key=lambda lp: layout(lp.extent))

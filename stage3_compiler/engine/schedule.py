@@ -42,7 +42,9 @@ from ..codegen.layouts import copy_operands, matmul_product
 from ..device import runtime_of
 from ..graph.lazy import LazyBuffer, numel
 from ..ops import IR_ELEMENTWISE, IR_REDUCE, Ops
+from ..settings import enabled
 from .memory import place_in_memory, reads
+from .online import find_online, formula_bases
 
 
 def graph(outs: list[LazyBuffer]) -> list[LazyBuffer]:
@@ -157,12 +159,53 @@ def fuse(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> list[ScheduleItem]:
             del fused_into[id(b)]  # a long expression after a matmul's tile runs apart from it
             realize.add(id(held))
     store_shared(bases, readers, realize)
+    keep = {id(b) for b in bases if id(b) in wanted or b.forced}
+    online = {} if enabled("NOONLINE") else find_online(bases, readers, keep)
+    for softmax in online.values():  # computed in the loop of the sum that reads them
+        inside = {id(b) for b in (*softmax.bases, *formula_bases(softmax.exp, softmax.shifted))}
+        realize.difference_update(inside)
+        nest_reductions(softmax, inside, readers, realize, fused_into, keep)
     items = []
     for b in bases:
         if id(b) not in realize or b.op is Ops.BUFFER:
             continue
-        items.append(ScheduleItem(b, b if b.op in IR_REDUCE else fused_into.get(id(b))))
+        held = b if b.op in IR_REDUCE else fused_into.get(id(b))
+        items.append(ScheduleItem(b, held, online=None if held is None else online.get(id(held))))
     return place_in_memory(merge_outputs(items))
+
+
+def nest_reductions(softmax, inside: set[int], readers: dict, realize: set[int], fused_into: dict,
+                    keep: set[int]) -> None:
+    """The reductions behind the softmax's x (attention's scores) that only the online kernel reads:
+    no longer realized, so the kernel computes each in a loop nested in its own (codegen/lower.py).
+    x's fused bases count as the kernel's own only if nothing outside it reads them."""
+    x = next(s for s in softmax.shifted.srcs if s.base.op is not Ops.NEG).base
+    fused, stack, frontier = {}, [x], []
+    while stack:
+        b = stack.pop()
+        if id(b) in fused or b.buffer is not None or id(b) in inside:
+            continue
+        if id(b) in realize:
+            frontier.append(b)
+            continue
+        if b.op in IR_ELEMENTWISE:
+            fused[id(b)] = b
+            stack.extend(s.base for s in b.srcs)
+    body = inside | set(fused)
+    while True:  # drop a fused base that something outside the kernel reads, and what only it reached
+        outside = [i for i, b in fused.items() if not {id(r) for r, _ in readers.get(i, ())} <= body]
+        if not outside:
+            break
+        for i in outside:
+            del fused[i]
+        body = inside | set(fused)
+    for b in frontier:
+        held = fused_into.get(id(b))
+        if id(b) in keep or not {id(r) for r, _ in readers.get(id(b), ())} <= body:
+            continue
+        if b.op in IR_REDUCE or held is not None:
+            realize.discard(id(b))
+            fused_into.pop(id(b), None)
 
 
 def store_shared(bases: list[LazyBuffer], readers: dict, realize: set[int]) -> None:
@@ -230,7 +273,8 @@ def squeezed(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 def _joins(group: ScheduleItem, item: ScheduleItem, item_reads, position) -> bool:
     if squeezed(group.root.shape) != squeezed(item.root.shape) or group.root.device != item.root.device \
-            or numel(item.root.shape) == 0 or (group.reduce is None) != (item.reduce is None):
+            or numel(item.root.shape) == 0 or (group.reduce is None) != (item.reduce is None) \
+            or group.online is not None or item.online is not None:
         return False
     if group.reduce is not None and (group.reduce.srcs[0].shape != item.reduce.srcs[0].shape
                                      or group.reduce.arg != item.reduce.arg):

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..codegen.item import ScheduleItem
+from ..codegen.item import OnlineSoftmax, ScheduleItem
 from ..graph.lazy import LazyBuffer
+from ..settings import enabled
 from .memory import drop_target
 from .schedule import fuse, rewrite_graph
 
@@ -34,7 +35,8 @@ MAX_ENTRIES = 512  # graphs kept; the oldest goes first (sampling makes one grap
 class Template:
     """A schedule in positions of the graph's bases (schedule.graph's order)."""
 
-    items: list[tuple[int, int | None, tuple[int, ...], tuple[int, ...]]]  # root, reduce, also, also_reduces
+    items: list[tuple[int, int | None, tuple[int, ...], tuple[int, ...], tuple[int, ...] | None]]
+    # (root, reduce, also, also_reduces, the online softmax's bases or None)
     dropped: tuple[int, ...]  # bases whose assign writes a new buffer, not its target
 
 
@@ -67,14 +69,15 @@ def graph_key(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> tuple:
         srcs = tuple((None if s.is_base else s.st, ref(s.base)) for s in b.srcs)
         target = None if b.target is None else ref(b.target)
         records.append((b.op, arg_key(b.arg), b.dtype.name, b.shape, b.device, b.forced, target, srcs))
-    return tuple(records), tuple(ref(o.base) for o in outs)
+    return tuple(records), tuple(ref(o.base) for o in outs), enabled("NOONLINE")  # (a rule fuse may skip)
 
 
 def template_of(items: list[ScheduleItem], bases: list[LazyBuffer], asked: list[LazyBuffer]) -> Template:
     """The schedule in positions; `asked`: the bases that had an assign target before fuse ran."""
     position = {id(b): i for i, b in enumerate(bases)}
     shaped = [(position[id(it.root)], None if it.reduce is None else position[id(it.reduce)],
-               tuple(position[id(b)] for b in it.also), tuple(position[id(b)] for b in it.also_reduces))
+               tuple(position[id(b)] for b in it.also), tuple(position[id(b)] for b in it.also_reduces),
+               None if it.online is None else tuple(position[id(b)] for b in it.online.bases))
               for it in items]
     return Template(shaped, tuple(position[id(b)] for b in asked if b.target is None))
 
@@ -98,4 +101,6 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
     for i in template.dropped:
         drop_target(bases[i])
     return [ScheduleItem(bases[root], None if red is None else bases[red], [bases[i] for i in also],
-                         [bases[i] for i in also_reduces]) for root, red, also, also_reduces in template.items]
+                         [bases[i] for i in also_reduces],
+                         None if online is None else OnlineSoftmax(*(bases[i] for i in online)))
+            for root, red, also, also_reduces, online in template.items]

@@ -47,6 +47,10 @@ class LazyBuffer:
             # the realized buffers it reads and their versions now: an assign that writes one of them
             # in place before this node is computed would change what it reads (the scheduler raises)
             self.seen = tuple((s.base.buffer, s.base.buffer.version) for s in srcs if s.base.buffer is not None)
+            # (API op, its input) on the last node of a formula the API wrote for that op (exp's, say):
+            # a label for rules that rely on what the formula computes (engine/online.py), not part of
+            # the graph's structure
+            self.formula: tuple[Ops, LazyBuffer] | None = None
 
     # ---- what it is ----
 

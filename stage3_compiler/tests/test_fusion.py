@@ -84,7 +84,31 @@ def test_cross_entropy_is_at_most_three_kernels():
     np.testing.assert_allclose(out.numpy(), -logp[np.arange(64), t.numpy()].mean(), rtol=1e-5)
 
 
-def test_causal_attention_is_at_most_five_kernels():
+def attention_ref(q, k, v, mask=None):
+    """softmax(q k^T / sqrt(d) + mask) v in float64 (a masked-out entry: -inf)."""
+    q, k, v = (a.astype(np.float64) for a in (q, k, v))
+    s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    if mask is not None:
+        s = np.where(mask, s, -np.inf) if mask.dtype == bool else s + mask
+    with np.errstate(invalid="ignore"):  # a row masked out everywhere: nan, as torch gives
+        p = np.exp(s - s.max(-1, keepdims=True))
+        return (p / p.sum(-1, keepdims=True)) @ v
+
+
+def test_causal_attention_forward_is_one_kernel():
+    q, k, v = realized(2, 4, 16, 8), realized(2, 4, 16, 9)[..., :8].contiguous(), realized(2, 3, 16, 8)[:, :1]
+    k.realize(), v.realize()
+    out = q.scaled_dot_product_attention(k, v, is_causal=True)
+    # the scores in a loop nested in the sum over the keys, which keeps each row's running max and
+    # sum of exps (engine/online.py): no (16, 16) array is written
+    assert count(out) == 1
+    causal = np.tril(np.ones((16, 16), bool))
+    np.testing.assert_allclose(out.numpy(), attention_ref(q.numpy(), k.numpy(), v.numpy(), causal),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_unfused_causal_attention_is_at_most_five_kernels(monkeypatch):
+    monkeypatch.setenv("NOONLINE", "1")
     q, k, v = realized(2, 4, 16, 8), realized(2, 4, 16, 9)[..., :8].contiguous(), realized(2, 3, 16, 8)[:, :1]
     k.realize(), v.realize()
     out = q.scaled_dot_product_attention(k, v, is_causal=True)
@@ -92,10 +116,51 @@ def test_causal_attention_is_at_most_five_kernels():
     # expanded by the product, and too costly to recompute there: engine/schedule's docstring);
     # probabilities @ v
     assert count(out) <= 5
-    s = q.numpy() @ np.swapaxes(k.numpy(), -1, -2) / np.sqrt(8)
-    s = np.where(np.tril(np.ones((16, 16), bool)), s, -np.inf)
-    p = np.exp(s - s.max(-1, keepdims=True))
-    np.testing.assert_allclose(out.numpy(), (p / p.sum(-1, keepdims=True)) @ v.numpy(), rtol=1e-5, atol=1e-6)
+    causal = np.tril(np.ones((16, 16), bool))
+    np.testing.assert_allclose(out.numpy(), attention_ref(q.numpy(), k.numpy(), v.numpy(), causal),
+                               rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("mask", ["none", "bool", "float", "empty_row"])
+@pytest.mark.parametrize("d", [5, 32])
+def test_online_softmax_matches_the_softmax(mask, d):
+    rng = np.random.default_rng(d)
+    q, k, v = (Tensor((rng.standard_normal((2, 3, 24, d)) * 1.5).astype(np.float32)) for _ in range(3))
+    m = {"none": None, "bool": rng.random((24, 24)) < 0.7, "float": (rng.standard_normal((24, 24)) * 4),
+         "empty_row": np.ones((24, 24), bool)}[mask]
+    if mask == "empty_row":
+        m[5] = False  # a query that may attend to nothing: nan, as torch
+    m = None if m is None else m.astype(np.float32) if m.dtype != bool else m
+    out = q.scaled_dot_product_attention(k, v, attn_mask=None if m is None else Tensor(m))
+    assert count(out) == 1
+    want = attention_ref(q.numpy(), k.numpy(), v.numpy(), m)
+    # conformance's REDUCE tolerance: each score is a float32 sum of d products
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-5)
+    assert np.isnan(out.numpy()).any() == (mask == "empty_row")
+
+
+def test_online_softmax_rescales_when_the_row_max_grows():
+    # scores rising along the row, then one far above: every step moves the max, and the early
+    # terms (e^-80 of the last) must vanish without overflow or nan
+    q = Tensor(np.ones((1, 1, 1, 4), np.float32))
+    keys = np.concatenate([np.linspace(-20, 20, 15), [80.0]]).astype(np.float32)
+    k = Tensor(np.repeat(keys[:, None] / 2, 4, 1)[None, None])  # q . k / sqrt(4) = keys
+    v = Tensor(np.arange(64, dtype=np.float32).reshape(1, 1, 16, 4))
+    out = q.scaled_dot_product_attention(k, v)
+    assert count(out) == 1
+    np.testing.assert_allclose(out.numpy(), attention_ref(q.numpy(), k.numpy(), v.numpy()), rtol=1e-6)
+
+
+def test_attention_in_training_keeps_its_probabilities():
+    # autograd reads the probabilities: the rule steps aside, and the gradients match torch's
+    torch = pytest.importorskip("torch")
+    arrays = [np.random.default_rng(i).standard_normal((2, 2, 8, 4)).astype(np.float32) for i in range(3)]
+    q, k, v = (Tensor(a).requires_grad_() for a in arrays)
+    (q.scaled_dot_product_attention(k, v, is_causal=True) ** 2).sum().backward()
+    tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in arrays)
+    (torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=True) ** 2).sum().backward()
+    for ours, theirs in ((q, tq), (k, tk), (v, tv)):
+        np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-4, atol=1e-5)
 
 
 def test_an_adamw_step_writes_param_m_and_v_in_one_kernel():
