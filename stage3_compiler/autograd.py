@@ -64,6 +64,8 @@ def record(out, op: Ops, parents: tuple, **saved):
         raise RuntimeError(f"record: {op!r} has no derivative rule, so its result {out.shape} cannot require grad")
     out._ctx = Node(op, tuple(parents), saved)
     out.requires_grad = True
+    for p in parents:  # read again by the backward: a rule that would leave them unstored must not (engine/online.py)
+        p.lazydata.base.kept = True
     return out
 
 

@@ -14,6 +14,7 @@ computed once (a cache keyed by the base and its index expressions), as the rend
 
 from __future__ import annotations
 
+import math
 from typing import Any, NamedTuple
 
 from ..dtype import DType, dtypes
@@ -29,6 +30,7 @@ from .uops import Kernel, Loop, LoopKind, UOp, UOps
 from .vectorize import vectorize
 
 IDENTITY = {Ops.REDUCE_ADD: 0, Ops.REDUCE_MUL: 1}
+NEST_UNROLL = 64  # terms up to which a nested reduction is written out (Lowerer.nested)
 
 
 def reduce_identity(op: Ops, dtype: DType):
@@ -75,6 +77,7 @@ class Lowerer:
         self.alu_count = 0
         self.shared: set[int] = set()  # ACCs that are no lane's own: a nested reduction's, a softmax row's
         self.nests = 0  # nested reductions so far (their loop variables' names)
+        self.sums: list[tuple[UOp, list[UOp]]] = []  # a nested sum written out: (its result, its terms)
         # an online softmax (item.online): its rows' running max and sum, declared before the loop opens
         self.rows: dict[str, Row] = {}
         self.before_loop = 0  # where a row's accumulators go: before the reduction loop
@@ -172,10 +175,27 @@ class Lowerer:
 
     def nested(self, r: LazyBuffer, idxs: list[Node]) -> UOp:
         """A reduction the schedule left to its reader (engine/schedule.nest_reductions): computed
-        here, in a loop of its own nested where it is read."""
+        here, in a loop of its own nested where it is read; a short one (attention's scores over a
+        head of 32) written out as a tree of pairwise ops instead, whose terms are independent: a
+        loop's chain of adds waits on each add, and its loads and products are left scalar."""
+        src, steps = r.srcs[0], [src_n for d, src_n in enumerate(r.srcs[0].shape) if d in r.arg]
+        if all(isinstance(n, int) for n in steps) and math.prod(steps) <= NEST_UNROLL:
+            terms = []
+            for flat in range(math.prod(steps)):
+                inner, rest = list(idxs), flat
+                for d in reversed(r.arg):
+                    inner[d], rest = Num(rest % src.shape[d]), rest // src.shape[d]
+                terms.append(self.view(src, inner))
+            op, leaves = COMBINE[r.op][r.dtype is dtypes.bool], terms
+            while len(terms) > 1:
+                terms = [self.alu(op, r.dtype, *terms[i:i + 2]) if i + 1 < len(terms) else terms[i]
+                         for i in range(0, len(terms), 2)]
+            if r.op is Ops.REDUCE_ADD and len(leaves) > 1:
+                self.sums.append((terms[0], leaves))  # vectorize.py may sum them as vectors
+            return terms[0] if terms else self.const(reduce_identity(r.op, r.dtype), r.dtype)
         acc = self.emit(UOps.ACC, r.dtype, arg=reduce_identity(r.op, r.dtype))
         self.shared.add(id(acc))
-        src, inner, opened = r.srcs[0], list(idxs), 0
+        inner, opened = list(idxs), 0
         for d in r.arg:
             inner[d] = loop_var(f"n{self.nests}_{d}", src.shape[d])
             if isinstance(inner[d], Var):
@@ -202,13 +222,17 @@ class Lowerer:
             dtype = soft.probs.dtype
             x = self.view(next(s for s in soft.shifted.srcs if s.base.op is not Ops.NEG), idxs)
             row = self.row(soft.probs.srcs[1], idxs, dtype)
-            top = self.alu(Ops.MAX, dtype, row.max, x)
-            # a row with nothing but -inf so far (masked) is shifted by 0: e^(-inf - 0) = 0, where
-            # e^(-inf + inf) would be nan
-            inf = self.alu(Ops.CMPEQ, dtypes.bool, top, self.const(float("-inf"), dtype))
-            shift = self.alu(Ops.NEG, dtype, self.alu(Ops.WHERE, dtype, inf, self.const(0.0, dtype), top))
-            rescale = self.exp_of(self.alu(Ops.ADD, dtype, row.max, shift))
-            term = self.exp_of(self.alu(Ops.ADD, dtype, x, shift))
+            # One exp: where x raises the max, the term is e^0 = 1 and the rescale e^(m - x); else
+            # the rescale is 1 and the term e^(x - m). Either way, e^-|x - m|.
+            raises = self.alu(Ops.CMPLT, dtypes.bool, row.max, x)
+            gap = self.alu(Ops.ADD, dtype, x, self.alu(Ops.NEG, dtype, row.max))
+            below = self.alu(Ops.NEG, dtype, self.alu(Ops.MAX, dtype, gap, self.alu(Ops.NEG, dtype, gap)))
+            # a row with nothing but -inf so far (masked): -inf - -inf is nan, and the term must be 0
+            empty = self.alu(Ops.CMPEQ, dtypes.bool, x, self.const(float("-inf"), dtype))
+            t = self.exp_of(self.alu(Ops.WHERE, dtype, empty, self.const(float("-inf"), dtype), below))
+            one = self.const(1.0, dtype)
+            rescale = self.alu(Ops.WHERE, dtype, raises, t, one)
+            term = self.alu(Ops.WHERE, dtype, raises, one, t)
             self.emit(UOps.UPDATE, dtype, (row.total, rescale), Ops.REDUCE_MUL)
             self.emit(UOps.UPDATE, dtype, (row.total, term), Ops.REDUCE_ADD)
             self.emit(UOps.UPDATE, dtype, (row.max, x), Ops.REDUCE_MAX)
@@ -377,8 +401,8 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
         name += "_empty"
     name += "_online" if item.online is not None else ""
     uops = L.uops
-    if renderer.vector_width and ups:  # the lanes as vectors (vectorize.py), the first upcast axis's side by side
-        uops = vectorize(uops, upcast, next(iter(ups.values())), renderer.vector_width, L.shared)
+    if renderer.vector_width and (ups or L.sums):  # the lanes as vectors (vectorize.py), the first upcast axis's side by side
+        uops = vectorize(uops, upcast, next(iter(ups.values()), 1), renderer.vector_width, L.shared, L.sums)
     return Kernel(name, root.shape, uops, L.buffers, L.alu_count // upcast, reduce_shape, upcast,
                   len(item.outputs), tuple(opts), plan.threads, kernel_variables(L.uops), item.online is not None)
 

@@ -44,9 +44,12 @@ def lane_width(fastest: int, dtype, width: int) -> int:
 
 
 class Vectorizer:
-    def __init__(self, uops: list[UOp], upcast: int, fastest: int, width: int, shared: set[int]):
+    def __init__(self, uops: list[UOp], upcast: int, fastest: int, width: int, shared: set[int],
+                 sums: list[tuple[UOp, list[UOp]]]):
         self.uops, self.upcast, self.fastest, self.width = uops, upcast, fastest, width  # width: float32 lanes
         self.shared = shared  # ACCs of no lane: a nested reduction's, an online softmax row's (lower.py)
+        self.sums = sums  # nested sums written out as trees: (the result, its terms in order)
+        self.renamed: dict[int, UOp] = {}  # a replaced scalar's id -> the scalar that now holds its value
         self.matched: dict[tuple[int, ...], UOp | None] = {}  # lane UOps' ids -> their vector (or None)
         self.vector_of: dict[int, tuple[UOp, int]] = {}  # a replaced scalar's id -> (its vector, lane)
         self.replace_at: dict[int, UOp | None] = {}  # a replaced UOp's id -> what takes its place (None: nothing)
@@ -101,6 +104,8 @@ class Vectorizer:
         return [tuple(members[i:i + w]) for i in range(0, len(members), w)] if w else []
 
     def run(self) -> list[UOp]:
+        for total, terms in self.sums:
+            self.vectorize_sum(total, terms)
         accs = [u for u in self.uops if u.op is UOps.ACC and id(u) not in self.shared]
         updates: dict[int, list[UOp]] = {}  # acc id -> its UPDATEs, in order
         for u in self.uops:
@@ -145,6 +150,25 @@ class Vectorizer:
             for us in updates[1:]:
                 self.replace_at[id(us[t])] = None
 
+    def vectorize_sum(self, total: UOp, terms: list[UOp]) -> None:
+        """A nested sum's terms (attention's q . k over a head) `width` at a time as vectors, added
+        together, then the lanes of the one vector left added pairwise: one vector load of each
+        operand and one multiply where the scalar tree had a load and a multiply a term."""
+        w = lane_width(len(terms), total.dtype, self.width)
+        if w == 0 or len(terms) == w and w == 1:
+            return
+        vectors = [self.match(tuple(terms[i:i + w])) for i in range(0, len(terms), w)]
+        if any(v is None or v.op is UOps.VEC for v in vectors):
+            return  # (a broadcast scalar: the terms were one value, not a row of them)
+        while len(vectors) > 1:
+            vectors = [self.new(UOps.ALU, total.dtype, tuple(vectors[i:i + 2]), Ops.ADD, lanes=w)
+                       if i + 1 < len(vectors) else vectors[i] for i in range(0, len(vectors), 2)]
+        lanes = [self.new(UOps.GEP, total.dtype, (vectors[0],), k) for k in range(w)]
+        while len(lanes) > 1:
+            lanes = [self.new(UOps.ALU, total.dtype, tuple(lanes[i:i + 2]), Ops.ADD) for i in range(0, len(lanes), 2)]
+        self.replace_at[id(total)] = lanes[0]
+        self.renamed[id(total)] = lanes[0]
+
     def vectorize_store(self, stores: tuple[UOp, ...]) -> None:
         first = stores[0]
         if any(s.dtype is not first.dtype or (s.arg - first.arg) != Num(k) for k, s in enumerate(stores)):
@@ -180,6 +204,7 @@ class Vectorizer:
                 continue
             srcs = []
             for s in u.srcs:  # a read of a lane now held in a vector reads it out of the vector
+                s = self.renamed.get(id(s), s)
                 if id(s) in self.vector_of:
                     if id(s) not in lane_reads:
                         vec, k = self.vector_of[id(s)]
@@ -207,10 +232,11 @@ def dead_code_removed(uops: list[UOp]) -> list[UOp]:
     return [u for u in uops if id(u) in live]
 
 
-def vectorize(uops: list[UOp], upcast: int, fastest: int, width: int, shared: set[int] | None = None) -> list[UOp]:
+def vectorize(uops: list[UOp], upcast: int, fastest: int, width: int, shared: set[int] | None = None,
+              sums: list[tuple[UOp, list[UOp]]] | None = None) -> list[UOp]:
     """The kernel's UOps with its lanes packed into vectors of `width` float32s (module docstring);
     `fastest`: the lanes of the first upcast axis; `shared`: the ids of ACCs no lane owns. The UOps
     as they were where lanes do not group (no upcast, a SPLIT's partials)."""
-    if upcast == 1 or any(u.op is UOps.ACCS for u in uops):
+    if (upcast == 1 and not sums) or any(u.op is UOps.ACCS for u in uops):
         return uops
-    return Vectorizer(uops, upcast, fastest, width, shared or set()).run()
+    return Vectorizer(uops, upcast, fastest, width, shared or set(), sums or []).run()

@@ -16,8 +16,9 @@ The rule (`find_online`) matches a REDUCE_ADD over j whose source is a product w
 - e is exp's formula of x - m (LazyBuffer.formula), and m = the REDUCE_MAX of x over the row;
 - the product reads probs along j one to one: each output visits every entry of one row once.
 The max, the sum, e, its formula and probs must be read by nothing else, and none of them may be
-asked for or forced. In training, autograd reads the probabilities, so the rule does not apply, and
-the unfused kernels run.
+asked for or forced. In training, autograd keeps the probabilities for the backward (LazyBuffer.kept),
+so the rule does not apply, and the unfused kernels run: a FlashAttention backward, which would
+recompute them from the row's max and sum, is not built.
 
 The rescale e^(m_old - m_new) relies on e^(a + b) = e^a e^b. That holds for exp and for nothing the
 scheduler can check by itself, so it relies on exp's label rather than on the formula's shape.
@@ -56,6 +57,8 @@ def match(out: LazyBuffer, readers: dict, keep: set[int]) -> OnlineSoftmax | Non
     if probs_view is None:
         return None
     probs = probs_view.base
+    if probs.kept:
+        return None  # autograd reads the probabilities in the backward: they are stored
     exp_view, total_view = probs.srcs
     e, total = exp_view, total_view.base
     if not e.is_base or e.formula is None or e.formula[0] is not Ops.EXP:

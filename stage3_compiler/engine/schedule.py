@@ -160,7 +160,7 @@ def fuse(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> list[ScheduleItem]:
             realize.add(id(held))
     store_shared(bases, readers, realize)
     keep = {id(b) for b in bases if id(b) in wanted or b.forced}
-    online = {} if enabled("NOONLINE") else find_online(bases, readers, keep)
+    online = find_online(bases, readers, keep) if enabled("ONLINE") else {}
     for softmax in online.values():  # computed in the loop of the sum that reads them
         inside = {id(b) for b in (*softmax.bases, *formula_bases(softmax.exp, softmax.shifted))}
         realize.difference_update(inside)

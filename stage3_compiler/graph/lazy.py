@@ -51,6 +51,7 @@ class LazyBuffer:
             # a label for rules that rely on what the formula computes (engine/online.py), not part of
             # the graph's structure
             self.formula: tuple[Ops, LazyBuffer] | None = None
+            self.kept = False  # autograd holds it for a backward, which will read it after this realize
 
     # ---- what it is ----
 

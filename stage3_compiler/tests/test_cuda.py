@@ -107,7 +107,9 @@ def test_a_symbolic_size_is_an_argument_and_bounds_the_grid_stride_loop():
     assert "long long gidx0 = gid / (n);" in source and "long long gidx1 = gid % (n);" in source
 
 
-def test_symbolic_sizes_and_tinyjit_replays_run_on_the_device(cuda):
+@pytest.mark.parametrize("online", ["0", "1"])  # the attention unfused, and in one online-softmax kernel
+def test_symbolic_sizes_and_tinyjit_replays_run_on_the_device(cuda, online, monkeypatch):
+    monkeypatch.setenv("ONLINE", online)
     rng = np.random.default_rng(1)
     keys = rng.standard_normal((1, 2, 12, 8)).astype(np.float32)
     k = Tensor(keys, device=cuda).realize()
@@ -123,6 +125,20 @@ def test_symbolic_sizes_and_tinyjit_replays_run_on_the_device(cuda):
         want = Tensor(q).scaled_dot_product_attention(Tensor(keys[:, :, :p + 1]), Tensor(keys[:, :, :p + 1]))
         np.testing.assert_allclose(step(Tensor(q, device=cuda), start_pos=pos.bind(p)).numpy(), want.numpy(),
                                    rtol=1e-5, atol=1e-6)
+
+
+def test_causal_attention_is_one_online_kernel_on_the_device(cuda, monkeypatch):
+    monkeypatch.setenv("ONLINE", "1")
+    rng = np.random.default_rng(2)
+    q, k, v = (rng.standard_normal((2, 2, 40, 16)).astype(np.float32) for _ in range(3))
+    out = Tensor(q, device=cuda).scaled_dot_product_attention(Tensor(k, device=cuda), Tensor(v, device=cuda),
+                                                              is_causal=True)
+    GlobalCounters.reset()
+    got = out.numpy()
+    assert GlobalCounters.kernel_count == 1
+    monkeypatch.setenv("ONLINE", "0")
+    want = Tensor(q).scaled_dot_product_attention(Tensor(k), Tensor(v), is_causal=True).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
 def test_one_output_element_is_computed_by_one_thread():

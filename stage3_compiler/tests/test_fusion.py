@@ -95,7 +95,12 @@ def attention_ref(q, k, v, mask=None):
         return (p / p.sum(-1, keepdims=True)) @ v
 
 
-def test_causal_attention_forward_is_one_kernel():
+@pytest.fixture
+def online(monkeypatch):
+    monkeypatch.setenv("ONLINE", "1")  # the online softmax rule (engine/online.py), off by default
+
+
+def test_causal_attention_forward_is_one_kernel(online):
     q, k, v = realized(2, 4, 16, 8), realized(2, 4, 16, 9)[..., :8].contiguous(), realized(2, 3, 16, 8)[:, :1]
     k.realize(), v.realize()
     out = q.scaled_dot_product_attention(k, v, is_causal=True)
@@ -107,8 +112,7 @@ def test_causal_attention_forward_is_one_kernel():
                                rtol=1e-5, atol=1e-6)
 
 
-def test_unfused_causal_attention_is_at_most_five_kernels(monkeypatch):
-    monkeypatch.setenv("NOONLINE", "1")
+def test_unfused_causal_attention_is_at_most_five_kernels():
     q, k, v = realized(2, 4, 16, 8), realized(2, 4, 16, 9)[..., :8].contiguous(), realized(2, 3, 16, 8)[:, :1]
     k.realize(), v.realize()
     out = q.scaled_dot_product_attention(k, v, is_causal=True)
@@ -123,7 +127,7 @@ def test_unfused_causal_attention_is_at_most_five_kernels(monkeypatch):
 
 @pytest.mark.parametrize("mask", ["none", "bool", "float", "empty_row"])
 @pytest.mark.parametrize("d", [5, 32])
-def test_online_softmax_matches_the_softmax(mask, d):
+def test_online_softmax_matches_the_softmax(online, mask, d):
     rng = np.random.default_rng(d)
     q, k, v = (Tensor((rng.standard_normal((2, 3, 24, d)) * 1.5).astype(np.float32)) for _ in range(3))
     m = {"none": None, "bool": rng.random((24, 24)) < 0.7, "float": (rng.standard_normal((24, 24)) * 4),
@@ -139,7 +143,7 @@ def test_online_softmax_matches_the_softmax(mask, d):
     assert np.isnan(out.numpy()).any() == (mask == "empty_row")
 
 
-def test_online_softmax_rescales_when_the_row_max_grows():
+def test_online_softmax_rescales_when_the_row_max_grows(online):
     # scores rising along the row, then one far above: every step moves the max, and the early
     # terms (e^-80 of the last) must vanish without overflow or nan
     q = Tensor(np.ones((1, 1, 1, 4), np.float32))
@@ -151,12 +155,15 @@ def test_online_softmax_rescales_when_the_row_max_grows():
     np.testing.assert_allclose(out.numpy(), attention_ref(q.numpy(), k.numpy(), v.numpy()), rtol=1e-6)
 
 
-def test_attention_in_training_keeps_its_probabilities():
-    # autograd reads the probabilities: the rule steps aside, and the gradients match torch's
+def test_attention_in_training_keeps_its_probabilities(online):
+    # the forward realized first, as a training step does: autograd keeps the probabilities for the
+    # backward, so the rule leaves them stored, and the gradients match torch's
     torch = pytest.importorskip("torch")
     arrays = [np.random.default_rng(i).standard_normal((2, 2, 8, 4)).astype(np.float32) for i in range(3)]
     q, k, v = (Tensor(a).requires_grad_() for a in arrays)
-    (q.scaled_dot_product_attention(k, v, is_causal=True) ** 2).sum().backward()
+    loss = (q.scaled_dot_product_attention(k, v, is_causal=True) ** 2).sum()
+    assert count(loss) > 1
+    loss.backward()
     tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in arrays)
     (torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=True) ** 2).sum().backward()
     for ours, theirs in ((q, tq), (k, tk), (v, tv)):

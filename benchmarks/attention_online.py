@@ -1,0 +1,129 @@
+"""stage3's online softmax (engine/online.py) timed against the kernels it replaces, on nanoGPT's CPU
+config (benchmarks/test_train.py: 4 layers, 4 heads of 32, block 64, batch 12).
+
+`python -m benchmarks.attention_online --threads N` runs each measurement in its own process, with
+the rule off and on (ONLINE=1) in turn, twice, and prints a table; torch's eager time of the same
+work is its own process too. The measurements (`--one WHAT`):
+- attention: causal scaled_dot_product_attention's forward alone, (12, 4, 64, 32), under TinyJit;
+- forward: the model's forward and loss without gradients (an evaluation batch), under TinyJit;
+- decode: nanochat's KV-cache decode (benchmarks/decode_tree.py's model and prompt), tokens/s.
+Training steps do not use the rule: autograd keeps the probabilities for the backward.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+WHAT = ("attention", "forward", "decode")
+
+
+def median_ms(call, warmup: int = 5, runs: int = 50) -> float:
+    for _ in range(warmup):
+        call()
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
+def stage3_call(what: str):
+    import stage3_compiler as s3
+    from stage3_compiler.autograd import no_grad
+
+    import benchmarks.test_train as B
+    from common.models.gpt import GPT
+    from common.train.checkpoint import load_model_weights
+
+    rng = np.random.default_rng(0)
+    if what == "attention":
+        q, k, v = (s3.Tensor(rng.standard_normal((12, 4, 64, 32)).astype(np.float32)) for _ in range(3))
+        attend = s3.TinyJit(lambda q, k, v: q.scaled_dot_product_attention(k, v, is_causal=True).realize())
+        return lambda: attend(q, k, v).numpy()
+    _, weights = B.stage2_stepper()
+    model = GPT(s3, B.CONFIG)
+    load_model_weights(s3, model, weights)
+
+    @s3.TinyJit
+    def evaluate(x, y):
+        return model.loss(x, y).realize()
+
+    def call():
+        x, y = B.batch(rng)
+        with no_grad():
+            return evaluate(s3.Tensor(x), s3.Tensor(y)).item()
+    return call
+
+
+def torch_call(what: str):
+    import torch
+
+    import benchmarks.test_train as B
+    from conformance.models import GPT as TorchGPT
+
+    rng = np.random.default_rng(0)
+    if what == "attention":
+        q, k, v = (torch.tensor(rng.standard_normal((12, 4, 64, 32)).astype(np.float32)) for _ in range(3))
+        return lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    c = B.CONFIG
+    model = TorchGPT(c.vocab_size, c.block_size, c.n_layer, c.n_head, c.n_embd, c.bias)
+
+    def call():
+        x, y = B.batch(rng)
+        with torch.no_grad():
+            logits = model(torch.tensor(x))
+            return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                                     torch.tensor(y).reshape(-1)).item()
+    return call
+
+
+def one(what: str, library: str, threads: int) -> str:
+    os.environ["OMP_NUM_THREADS"] = str(threads)  # before any library starts its pool
+    import torch
+
+    torch.set_num_threads(threads)
+    if what == "decode":
+        out = subprocess.run([sys.executable, "benchmarks/decode_tree.py", "3"], capture_output=True, text=True,
+                             check=True, env={**os.environ, "PYTHONPATH": "."})
+        return out.stdout.split()[1] + " tok/s"
+    call = torch_call(what) if library == "torch" else stage3_call(what)
+    return f"{median_ms(call):.3f} ms"
+
+
+def table(threads: int) -> None:
+    print(f"{threads} thread(s); each cell its own process, the rule off and on (ONLINE=1) in turn, twice")
+    print("| what | torch eager | stage3, unfused | stage3, online |")
+    print("| --- | ---: | ---: | ---: |")
+    for what in WHAT:
+        cells = {}
+        for library, flag in ([("torch", "0")] if what != "decode" else []) + [("stage3", "0"), ("stage3", "1")] * 2:
+            out = subprocess.run([sys.executable, "-m", "benchmarks.attention_online", "--one", what, "--library",
+                                  library, "--threads", str(threads)], capture_output=True, text=True, check=True,
+                                 env={**os.environ, "ONLINE": flag})
+            cells.setdefault((library, flag), []).append(out.stdout.strip())
+        row = [", ".join(cells.get(key, ["-"])) for key in (("torch", "0"), ("stage3", "0"), ("stage3", "1"))]
+        print(f"| {what} | {' | '.join(row)} |", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--one", choices=WHAT)
+    parser.add_argument("--library", choices=("torch", "stage3"), default="stage3")
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    if args.one:
+        print(one(args.one, args.library, args.threads))
+    else:
+        table(args.threads)
+
+
+if __name__ == "__main__":
+    main()
