@@ -36,12 +36,11 @@ def median_ms(call, warmup: int = 5, runs: int = 50) -> float:
 
 
 def stage3_call(what: str):
-    import stage3_compiler as s3
-    from stage3_compiler.autograd import no_grad
-
     import benchmarks.test_train as B
+    import stage3_compiler as s3
     from common.models.gpt import GPT
     from common.train.checkpoint import load_model_weights
+    from stage3_compiler.autograd import no_grad
 
     rng = np.random.default_rng(0)
     if what == "attention":

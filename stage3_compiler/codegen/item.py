@@ -1,7 +1,7 @@
 """A kernel's share of the lazy graph, as the scheduler (engine/schedule.py) hands it to codegen:
-the base it writes and the reduction whose loop it holds (and, for attention, the softmax that loop
-folds in one pass). Everything in codegen reads these; the
-kernel's other bases are found by walking from its outputs down to the bases it loads."""
+the base it writes, the reduction whose loop it holds, and the softmax that loop may fold in one
+pass (attention, under ONLINE=1). Everything in codegen reads these; the kernel's other bases are
+found by walking from its outputs down to the bases it loads."""
 
 from __future__ import annotations
 

@@ -20,6 +20,15 @@ asked for or forced. In training, autograd keeps the probabilities for the backw
 so the rule does not apply, and the unfused kernels run: a FlashAttention backward, which would
 recompute them from the row's max and sum, is not built.
 
+Each term takes one exp: where x_j raises the max, its own factor is e^0 = 1 and the rescale is
+e^(m_old - x_j); otherwise the rescale is 1 and the factor e^(x_j - m_old). Either way it is
+e^-|x_j - m_old| (codegen/lower.Lowerer.softmax_term).
+
+The rule is off unless ONLINE=1 (settings.py). On the CPU it is slower than the kernels it replaces
+(benchmarks/results/stage3_online_softmax.md): the fused loop computes one exp at a time, a key
+after a key, where the unfused kernels compute 16 at a time in a vector. The speed needs a block
+of keys a pass, their max, exps and rescale taken together; that is not built.
+
 The rescale e^(m_old - m_new) relies on e^(a + b) = e^a e^b. That holds for exp and for nothing the
 scheduler can check by itself, so it relies on exp's label rather than on the formula's shape.
 """
