@@ -14,25 +14,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
-import time
 
 import numpy as np
 
+from benchmarks.cpu_step import cpu_name, median_ms
+
 WHAT = ("attention", "forward", "decode")
-
-
-def median_ms(call, warmup: int = 5, runs: int = 50) -> float:
-    for _ in range(warmup):
-        call()
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
 
 
 def stage3_call(what: str):
@@ -94,11 +83,12 @@ def one(what: str, library: str, threads: int) -> str:
                              check=True, env={**os.environ, "PYTHONPATH": "."})
         return out.stdout.split()[1] + " tok/s"
     call = torch_call(what) if library == "torch" else stage3_call(what)
-    return f"{median_ms(call):.3f} ms"
+    return f"{median_ms(call, runs=50):.3f} ms"
 
 
 def table(threads: int) -> None:
-    print(f"{threads} thread(s); each cell its own process, the rule off and on (ONLINE=1) in turn, twice")
+    print(f"CPU: {cpu_name()}; {threads} thread(s); each cell its own process, "
+          "the rule off and on (ONLINE=1) in turn, twice")
     print("| what | torch eager | stage3, unfused | stage3, online |")
     print("| --- | ---: | ---: | ---: |")
     for what in WHAT:
