@@ -13,7 +13,7 @@ the device's name.
 from __future__ import annotations
 
 from ..graph.lazy import LazyBuffer, numel
-from ..graph.symbolic import Node, Num, Var, layout, vars
+from ..graph.symbolic import Node, Num, layout, vars
 from ..ops import IR_ELEMENTWISE, Ops
 from .item import ScheduleItem
 from .opts import Opt, OptOps, apply_opts, outer_loop, reduce_axes
@@ -195,12 +195,12 @@ def online_lanes(item: ScheduleItem) -> dict[int, int]:
     if item.root.shape != r.shape:
         return {}
     view = next(s for s in r.srcs[0].base.srcs if s.base is item.online.probs)
-    idxs = [Var(f"o{d}", 0, layout(n) - 1) for d, n in enumerate(view.shape)]
-    used = {v.name for v in vars(view.st.expr_idxs(idxs)[0])}
+    used = {v.name for v in vars(view.st.expr_idxs()[0])}  # the loop variables i0, i1, ... it reads
     for d in reversed(range(len(r.shape))):
         n = r.shape[d]
-        if d not in r.arg and not isinstance(n, Node) and n > 1 and idxs[d].name not in used:
-            return {d: next(u for u in (*ONLINE_LANES, 1) if n % u == 0)} if n % 2 == 0 else {}
+        if d not in r.arg and not isinstance(n, Node) and n > 1 and f"i{d}" not in used:
+            lanes = next((u for u in ONLINE_LANES if n % u == 0), None)
+            return {d: lanes} if lanes else {}
     return {}
 
 

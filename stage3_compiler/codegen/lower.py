@@ -214,7 +214,7 @@ class Lowerer:
 
     def softmax_term(self, idxs: list[Node]) -> UOp:
         """probs at idxs, as the online loop has it: e^(x - m) for the row's running max m, the
-        division by the row's sum left to the end (lower's `finish`). The first read of a term
+        division by the row's sum left to the end (after the loop, in `lower`). The first read of a term
         moves its row on: the new max, the rescale e^(m_old - m_new) of what was summed, the sum."""
         soft = self.item.online
         key = ("softmax", tuple(render(i) for i in idxs))

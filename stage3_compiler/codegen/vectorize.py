@@ -155,7 +155,7 @@ class Vectorizer:
         together, then the lanes of the one vector left added pairwise: one vector load of each
         operand and one multiply where the scalar tree had a load and a multiply a term."""
         w = lane_width(len(terms), total.dtype, self.width)
-        if w == 0 or len(terms) == w and w == 1:
+        if w == 0:
             return
         vectors = [self.match(tuple(terms[i:i + w])) for i in range(0, len(terms), w)]
         if any(v is None or v.op is UOps.VEC for v in vectors):

@@ -38,7 +38,8 @@ from __future__ import annotations
 from ..codegen.item import OnlineSoftmax
 from ..codegen.lower import unflatten
 from ..graph.lazy import LazyBuffer
-from ..graph.symbolic import Node, Var, layout, render, vars
+from ..graph.shapetracker import index_vars
+from ..graph.symbolic import Node, Var, render, vars
 from ..ops import IR_ELEMENTWISE, Ops
 
 
@@ -87,16 +88,15 @@ def match(out: LazyBuffer, readers: dict, keep: set[int]) -> OnlineSoftmax | Non
     n = e.shape[row]
     if not isinstance(n, Node) and n < 1 or isinstance(n, Node) and n.min < 1:
         return None  # an empty row: the running max never starts
-    formula = formula_nodes(e, shifted)
-    if formula is None:
+    formula = formula_bases(e, shifted)
+    if not formula:
         return None
-    inside = {id(e), id(total), id(probs), id(top), id(negated), id(shifted)} | formula
+    inside = {id(b) for b in (*formula, total, probs, top, negated, shifted)}
     if inside & keep:
         return None
     # read by nothing else: probs by the product alone, the rest by each other
     if reader_bases(probs, readers) != {id(w)} or \
-            any(not reader_bases(b, readers) <= inside for b in (e, total, top, negated, shifted)) or \
-            any(not reader_bases(f, readers) <= inside for f in formula_bases(e, shifted)):
+            any(not reader_bases(b, readers) <= inside for b in (*formula, total, top, negated, shifted)):
         return None
     # the product walks each row of probs along j once; the row's max and sum are the same along it
     if not along(probs_view, out.arg[0], row) or not constant_along(total_view, row) \
@@ -123,18 +123,9 @@ def formula_bases(e: LazyBuffer, shifted: LazyBuffer) -> list[LazyBuffer]:
     return order
 
 
-def formula_nodes(e: LazyBuffer, shifted: LazyBuffer) -> set[int] | None:
-    found = formula_bases(e, shifted)
-    return {id(b) for b in found} - {id(e)} if found else None
-
-
-def loop_index(shape: tuple) -> list[Node]:
-    return [Var(f"o{d}", 0, layout(n) - 1) for d, n in enumerate(shape)]
-
-
 def base_index(view: LazyBuffer) -> tuple[list[Node], list[Node]]:
     """The view's loop indices and, at them, its base's index per dim (None where it pads)."""
-    idxs = loop_index(view.shape)
+    idxs = index_vars(view.shape)
     flat, valid = view.st.expr_idxs(idxs)
     return idxs, (None if valid is not None else unflatten(flat, view.base.shape))
 
