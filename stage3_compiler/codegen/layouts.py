@@ -113,7 +113,9 @@ def padded_operands(b: LazyBuffer) -> list[LazyBuffer]:
     rows of A) or a new row each step of K (B): all of them fall in one set of the L1 cache, whose 8
     ways cannot hold them, and every load misses. A copy with each row PAD elements longer spreads
     them over the sets (the packing a hand-written GEMM does): measured on a Zen 4 core at n=2048,
-    43 GFLOP/s without, 84 with."""
+    43 GFLOP/s without, 84 with. Only for an operand read by at least MIN_ROWS rows: a product with
+    one row (a decoding step's x @ w, a matrix-vector product) reads each value once, and the copy
+    would move twice the bytes the product reads."""
     mul = matmul_product(b)
     if mul is None:
         return []
@@ -123,7 +125,8 @@ def padded_operands(b: LazyBuffer) -> list[LazyBuffer]:
             continue
         strides = w.st.views[0].strides
         own = [d for d, n in enumerate(w.shape) if n != 1 and strides[d] != 0]
-        if len(own) == 2 and any(strides[d] == 1 for d in own):
+        reuse = numel(tuple(n for d, n in enumerate(w.shape) if strides[d] == 0 and d != b.arg[0]))
+        if len(own) == 2 and any(strides[d] == 1 for d in own) and reuse >= MIN_ROWS:
             row = max(strides[d] for d in own)
             if (row * w.dtype.itemsize) % SET_PERIOD == 0:
                 out.append(w)

@@ -1,5 +1,5 @@
 """Upcasting: a reduce kernel computes several outputs a pass of its loop (codegen/heuristics.upcast_axes), a
-matmul a tile of them (8 or 4 rows by 16 columns on a CPU, by its vector registers). Which axes it
+matmul a tile of them (16 or 4 rows by 16 columns on a CPU, by its vector registers). Which axes it
 picks, the transposed copy the scheduler makes of a weight read along K (x @ w.T), and that every
 shape still computes the right numbers: sizes the tile divides, sizes it does not, and transposed
 operands."""
@@ -11,13 +11,12 @@ from .. import Tensor
 from ..codegen import layouts
 from ..codegen.heuristics import across_axes, heuristic_opts, upcast_axes
 from ..codegen.opts import Opt, OptOps
-from ..cpu.compiler import wide_vector_registers
 from ..cpu.runtime import cpu_runtime
 from ..engine.schedule import create_schedule
 from ..ops import Ops
 
-ROWS = 8 if wide_vector_registers() else 4
 CPU = cpu_runtime.renderer
+ROWS = CPU.tile[0]  # 16 with AVX-512's 32 vector registers, 4 with AVX2's 16
 
 
 def rand(*shape, seed=0):
@@ -130,6 +129,27 @@ def test_a_big_matmul_reads_its_operands_packed_in_panels_of_its_tile(monkeypatc
     np.testing.assert_allclose(packed, want, rtol=1e-4, atol=1e-4)  # float32 sums of 256 products
     small = rand(16, 24) @ rand(24, 32, seed=1)  # 768 values of B: not worth a copy
     assert len(create_schedule([small.lazydata])) == 1
+
+
+def test_a_matrix_vector_product_takes_its_columns_in_one_wide_pass():
+    x, w = rand(1, 64), rand(64, 1024, seed=1)  # w's rows 4 KiB apart, read by one row of x
+    items = create_schedule([(x @ w).lazydata])
+    assert len(items) == 1  # no padded copy: each of w's values is read once
+    assert upcast_axes(items[0], CPU) == {1: ROWS * 16}  # the whole tile's outputs along the columns
+    np.testing.assert_allclose((x @ w).numpy(), x.numpy() @ w.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_a_matmul_too_big_for_the_caches_is_read_in_blocks_of_both_operands():
+    def opts(n):
+        items = create_schedule([(rand(n, n) @ rand(n, n, seed=1)).lazydata])
+        return heuristic_opts(items[-1], CPU, 1)
+    small = opts(512)  # B is 1 MiB: no blocks
+    assert [o.op for o in small] == [OptOps.UPCAST, OptOps.UPCAST]
+    big = opts(2048)  # B and A are 16 MiB each: B in column panels, A in row blocks
+    assert [o.op for o in big] == [OptOps.UPCAST, OptOps.UPCAST, OptOps.BLOCK, OptOps.BLOCK]
+    assert [o.axis for o in big[2:]] == [1, 0]
+    # a column panel within 256 KiB, a row block of A within 4 MiB (K = 2048 floats a row)
+    assert big[2].amount * 16 * 2048 * 4 <= 256 << 10 and big[3].amount * ROWS * 2048 * 4 <= 4 << 20
 
 
 def test_a_product_of_this_schedule_is_packed_as_it_is_computed():
