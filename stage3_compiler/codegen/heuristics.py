@@ -62,9 +62,9 @@ def matmul_tile(item: ScheduleItem, renderer: Renderer, stored: set[int] | None 
     of a and does TM x TN multiply-adds with them: the more outputs a tile holds, the fewer loads
     per multiply-add. TN runs along the axis where b's values sit side by side in memory, so the C
     compiler packs them into one vector register and each accumulator row is a few vector
-    registers: 8 x 16 (8 rows of 16 floats) where the CPU has 32 vector registers (AVX-512), 4 x 16
-    where it has 16 (AVX2), 4 x 8 on a GPU (registers per thread). {} when it is not a matmul, or
-    when neither operand is contiguous along an output axis (the scheduler copies a weight read
+    registers: 8 x 32 (8 rows of two registers of 16 floats) where the CPU has 32 vector registers
+    (AVX-512), 4 x 16 where it has 16 (AVX2), 4 x 8 on a GPU (registers per thread: renderer.tile).
+    {} when it is not a matmul, or when neither operand is contiguous along an output axis (the scheduler copies a weight read
     transposed so that one is: layouts.copy_transposed). Measured on a Zen 4 core, 768 x 512 x 128:
     the old 4 x 8 tile 44 GFLOP/s, 8 x 16 101; a weight read along K (x @ w.T) 37. A symbolic axis
     takes no lanes (its length is known at launch): a matmul over a symbolic number of rows (a whole
@@ -178,11 +178,11 @@ def heuristic_opts(item: ScheduleItem, renderer: Renderer, threads: int,
     sizes = plan.loop_sizes(item.root.shape)
     steps = numel(item.reduce.srcs[0].shape) // max(numel(item.reduce.shape), 1) if item.reduce is not None else 1
     # A matmul tile whose B is over 4 MiB (no longer in L2, barely in L3) reads it in column blocks,
-    # each a K x block panel near 256 KiB that stays in L2 while every row uses it. Measured on
-    # Zen 4 at n=2048: 74 GFLOP/s without, 160 with (2 threads); at n=512 and 1024 it was slower.
+    # each a K x block panel of at most 512 KiB that stays in L2 while every row uses it. Measured
+    # on Zen 4 at n=2048: 74 GFLOP/s without, 160 with (2 threads); at n=512 and 1024 it was slower.
     # Every column block then reads all of A again: an A over 4 MiB is read in row blocks of at
     # most 4 MiB too, so what it reads again stays in L3 (which other programs share). One Zen 5
-    # core at n=2048: 167 GFLOP/s without, 216 with (2 threads: 353, 415).
+    # core at n=2048, the 8 x 32 tile: 211 GFLOP/s without blocks, 227-235 with both.
     if len(plan.upcast) == 2 and len(sizes) >= 2 and renderer.loop_blocks:
         (cols_axis, cols), (rows_axis, rows) = plan.upcast.items()
         block = cache_block(sizes[cols_axis], 4 * steps * cols, PANEL_BYTES)
@@ -198,7 +198,7 @@ def heuristic_opts(item: ScheduleItem, renderer: Renderer, threads: int,
     return tuple(opts)
 
 
-PANEL_BYTES = 256 << 10  # a column block of B a matmul keeps in L2 while every row block uses it
+PANEL_BYTES = 512 << 10  # a column block of B a matmul keeps in L2 (half of 1 MiB) while every row uses it
 OPERAND_BYTES = 4 << 20  # an operand larger than this is read in blocks (no longer in L2, barely in L3)
 
 

@@ -147,21 +147,21 @@ def copy_padded(mul: LazyBuffer, w: LazyBuffer) -> None:
     mul.srcs = tuple(view if s is w else s for s in mul.srcs)
 
 
-PACK = 16  # columns of a packed panel: the CPU tile's (heuristics.matmul_tile)
+MIN_PANEL = 16  # columns a tile must take for its B to be packed in panels of them (one vector register or two)
 MIN_PACKED = 1 << 12  # elements a matmul operand must have for its packed copy to pay
 
 
 def packed_operands(b: LazyBuffer, renderer: Renderer) -> list[tuple[LazyBuffer, int, int, int]]:
     """For a CPU matmul with a register tile, its operands worth a packed copy: each read along its
-    tile axis (B along the tile's PACK columns, A along its rows), when its base (a weight, or a
+    tile axis (B along the tile's columns, A along its rows), when its base (a weight, or a
     gradient or activation this schedule computes) has only the axes K and that one: (its view, K's
     axis, the tile axis, the tile's width along it). nanochat's CPU step packed only its weights
     until the copies took computed operands too: 1059 -> 852 ms on one Zen 5 core (its weight
     gradients, K = 2048 rows 16 KiB apart, ran at 55 GFLOP/s).
 
-    The tile reads B's PACK values of one row of K each step, then the next row: K rows a row length
+    The tile reads B's `cols` values of one row of K each step, then the next row: K rows a row length
     apart, a new cache line each step, and the same panel again for every block of rows of A (and A
-    likewise for every block of columns). From a copy packed panel by panel, (N / PACK, K, PACK), a
+    likewise for every block of columns). From a copy packed panel by panel, (N / cols, K, cols), a
     panel is one run of memory the prefetcher streams (what stage1's packed GEMM rung does by hand).
     Measured on one Zen 3 core, the weight gradient x.T @ dy (768x128, 768x512): 21 GFLOP/s from dy,
     42 from its packed copy; x @ w (768x128 @ 128x512): 31-39, 53; x.T @ dy with x 768x512 (its rows
@@ -170,10 +170,10 @@ def packed_operands(b: LazyBuffer, renderer: Renderer) -> list[tuple[LazyBuffer,
     if mul is None or not renderer.packed_operands:
         return []
     tile = matmul_tile(ScheduleItem(b, b), renderer)
-    if len(tile) != 2 or next(iter(tile.values())) != PACK:
+    if len(tile) != 2 or next(iter(tile.values())) < MIN_PANEL:
         return []
     k, out = b.arg[0], []
-    for axis, width in tile.items():  # (the columns, PACK), then (the rows, the tile's rows)
+    for axis, width in tile.items():  # (the columns, the tile's columns), then (the rows, the tile's rows)
         found = [v for v in mul.srcs if not broadcast(v, axis)]
         if len(found) != 1 or len(found[0].st.views) != 1 or not concrete(found[0]):
             continue

@@ -86,11 +86,13 @@ class CRenderer(Renderer):
     # register, two of AVX2 (gcc splits the type)
 
     def __init__(self, wide_vectors: bool = True):
-        # a matmul's register tile: 16 rows of 16 floats where the CPU has 32 vector registers
-        # (AVX-512: 16 accumulators, the rest for B's row and A's broadcasts), 4 with AVX2's 16
-        # (cpu/compiler.wide_vector_registers). One Zen 5 core: 8 x 16 ran at 162-179 GFLOP/s over
-        # n = 512, 1024 and nanoGPT's 768 x 384 x 384, 768 x 1536 x 384; 16 x 16 at 194-204.
-        self.tile = (16 if wide_vectors else 4, 16)
+        # a matmul's register tile (rows, columns): 8 rows of 32 floats where the CPU has 32 vector
+        # registers (AVX-512: 16 accumulators, two of B's, A's broadcasts), 4 of 16 with AVX2's 16
+        # (cpu/compiler.wide_vector_registers). A step of K loads the tile's rows and columns / 16:
+        # 8 x 32 loads 10 values for 16 vector multiply-adds, 16 x 16 17, 8 x 16 9 for 8. One Zen 5
+        # core, n = 1024, 2048 and nanoGPT's 768 x 1536 x 384: 8 x 16 170-180 GFLOP/s, 16 x 16
+        # 199-212, 8 x 32 221-238 (4 x 64: 102-183).
+        self.tile = (8, 32) if wide_vectors else (4, 16)
         # SPLIT's partials, one vector register of them (heuristics.split_axis: on rows long enough)
         self.split_parts = 16 if wide_vectors else 8
 

@@ -201,7 +201,7 @@ def test_the_kernel_name_and_debug_line_show_the_options(capsys, monkeypatch):
         set_num_threads(before)
     # the product's line (its operands' packed copies, E_ kernels, run before it)
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("***") and " r_" in x)
-    assert "_T2" in line and "UPCAST(1,16)" in line and "THREAD(0,2)" in line
+    assert "_T2" in line and f"UPCAST(1,{CPU.tile[1]})" in line and "THREAD(0,2)" in line
 
 
 def test_the_thread_setting_is_honoured():

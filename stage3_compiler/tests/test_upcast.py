@@ -1,5 +1,5 @@
 """Upcasting: a reduce kernel computes several outputs a pass of its loop (codegen/heuristics.upcast_axes), a
-matmul a tile of them (16 or 4 rows by 16 columns on a CPU, by its vector registers). Which axes it
+matmul a tile of them (8 x 32 or 4 x 16 on a CPU, by its vector registers). Which axes it
 picks, the transposed copy the scheduler makes of a weight read along K (x @ w.T), and that every
 shape still computes the right numbers: sizes the tile divides, sizes it does not, and transposed
 operands."""
@@ -16,7 +16,7 @@ from ..engine.schedule import create_schedule
 from ..ops import Ops
 
 CPU = cpu_runtime.renderer
-ROWS = CPU.tile[0]  # 16 with AVX-512's 32 vector registers, 4 with AVX2's 16
+ROWS, COLS = CPU.tile  # 8 x 32 with AVX-512's 32 vector registers, 4 x 16 with AVX2's 16
 
 
 def rand(*shape, seed=0):
@@ -31,8 +31,8 @@ def only_item(t: Tensor):
 
 def test_a_matmul_takes_a_tile_of_sixteen_columns():
     a, b = rand(16, 12), rand(12, 32, seed=1)
-    # the product's shape is (16, 32, 1): 16 along the columns (axis 1), ROWS along the rows (axis 0)
-    assert upcast_axes(only_item(a @ b), CPU) == {1: 16, 0: ROWS}
+    # the product's shape is (16, 32, 1): COLS along the columns (axis 1), ROWS along the rows (axis 0)
+    assert upcast_axes(only_item(a @ b), CPU) == {1: COLS, 0: ROWS}
 
 
 def test_a_tile_shrinks_to_what_divides_the_axes():
@@ -55,7 +55,7 @@ def test_an_expression_read_transposed_is_copied_as_it_is_computed():
     y = x * 2.0  # Muon's X @ X.T, with X an expression: the copy computes it, then the product is tiled
     items = create_schedule([(y @ y.T).lazydata])
     assert [it.root.op for it in items] == [Ops.CONTIGUOUS, Ops.REDUCE_ADD]
-    assert upcast_axes(items[1], CPU) == {1: 16, 0: ROWS}
+    assert upcast_axes(items[1], CPU) == {1: COLS, 0: ROWS}
     a = x.numpy() * 2.0
     np.testing.assert_allclose((y @ y.T).numpy(), a @ a.T, rtol=1e-5, atol=1e-4)
 
@@ -71,7 +71,7 @@ def test_a_residual_add_after_the_product_keeps_the_tile():
     x, w, r = rand(2, 16, 24), rand(32, 24, seed=1), rand(2, 16, 32, seed=2)
     out = x @ w.T + r  # the kernel's root is the add, shaped (2, 16, 32); the sum is (32, 32, 1)
     items = create_schedule([out.lazydata])
-    assert upcast_axes(items[-1], CPU) == {2: 16, 1: ROWS}
+    assert upcast_axes(items[-1], CPU) == {2: COLS, 1: ROWS}
     np.testing.assert_allclose(out.numpy(), x.numpy() @ w.numpy().T + r.numpy(), rtol=1e-5, atol=1e-5)
 
 
@@ -104,13 +104,13 @@ def test_a_batched_matmul_with_a_fused_bias_and_relu():
 
 def test_an_operand_computed_in_the_loop_is_computed_once_a_pass():
     # a cheap operand is recomputed inside the product (engine/schedule.CHEAP): all 32 columns a pass
-    # compute each of its values once, not once per 16-column tile
+    # compute each of its values once, not once per tile of columns
     a, b = rand(2, 3, 16, 16), rand(2, 3, 16, 32, seed=1)
     out = (a * 0.5) @ b
     items = create_schedule([out.lazydata])
     stored = {id(o) for it in items for o in it.outputs}
     assert upcast_axes(items[-1], CPU, stored) == {3: 32}
-    assert upcast_axes(items[-1], CPU) == {3: 16, 2: ROWS}  # without knowing what is stored: the plain tile
+    assert upcast_axes(items[-1], CPU) == {3: COLS, 2: ROWS}  # without knowing what is stored: the plain tile
     np.testing.assert_allclose(out.numpy(), (a.numpy() * 0.5) @ b.numpy(), rtol=1e-5, atol=1e-5)
 
 
@@ -119,8 +119,8 @@ def test_a_big_matmul_reads_its_operands_packed_in_panels_of_its_tile(monkeypatc
     out = x.T @ dy
     items = create_schedule([out.lazydata])
     copies = [it.root.shape for it in items if it.reduce is None]
-    assert sorted(copies) == sorted([(96 // 16, 256, 16), (64 // ROWS, 256, ROWS)])  # (panels, K, tile width)
-    assert upcast_axes(items[-1], CPU) == {1: 16, 0: ROWS}
+    assert sorted(copies) == sorted([(96 // COLS, 256, COLS), (64 // ROWS, 256, ROWS)])  # (panels, K, tile width)
+    assert upcast_axes(items[-1], CPU) == {1: COLS, 0: ROWS}
     packed = (x.T @ dy).numpy()
     monkeypatch.setattr(layouts, "MIN_PACKED", 1 << 40)
     assert len(create_schedule([(x.T @ dy).lazydata])) == 1
@@ -135,7 +135,7 @@ def test_a_matrix_vector_product_takes_its_columns_in_one_wide_pass():
     x, w = rand(1, 64), rand(64, 1024, seed=1)  # w's rows 4 KiB apart, read by one row of x
     items = create_schedule([(x @ w).lazydata])
     assert len(items) == 1  # no padded copy: each of w's values is read once
-    assert upcast_axes(items[0], CPU) == {1: ROWS * 16}  # the whole tile's outputs along the columns
+    assert upcast_axes(items[0], CPU) == {1: ROWS * COLS}  # the whole tile's outputs along the columns
     np.testing.assert_allclose((x @ w).numpy(), x.numpy() @ w.numpy(), rtol=1e-5, atol=1e-5)
 
 
@@ -148,8 +148,8 @@ def test_a_matmul_too_big_for_the_caches_is_read_in_blocks_of_both_operands():
     big = opts(2048)  # B and A are 16 MiB each: B in column panels, A in row blocks
     assert [o.op for o in big] == [OptOps.UPCAST, OptOps.UPCAST, OptOps.BLOCK, OptOps.BLOCK]
     assert [o.axis for o in big[2:]] == [1, 0]
-    # a column panel within 256 KiB, a row block of A within 4 MiB (K = 2048 floats a row)
-    assert big[2].amount * 16 * 2048 * 4 <= 256 << 10 and big[3].amount * ROWS * 2048 * 4 <= 4 << 20
+    # a column panel within 512 KiB, a row block of A within 4 MiB (K = 2048 floats a row)
+    assert big[2].amount * COLS * 2048 * 4 <= 512 << 10 and big[3].amount * ROWS * 2048 * 4 <= 4 << 20
 
 
 def test_a_product_of_this_schedule_is_packed_as_it_is_computed():
@@ -159,7 +159,7 @@ def test_a_product_of_this_schedule_is_packed_as_it_is_computed():
     out = (x * 2.0).T @ (dy + 1.0)
     items = create_schedule([out.lazydata])
     copies = [it.root.shape for it in items if it.reduce is None]
-    assert sorted(copies) == sorted([(96 // 16, 256, 16), (64 // ROWS, 256, ROWS)])
+    assert sorted(copies) == sorted([(96 // COLS, 256, COLS), (64 // ROWS, 256, ROWS)])
     want = (x.numpy().astype(np.float64) * 2).T @ (dy.numpy().astype(np.float64) + 1)
     np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-4)
 
