@@ -64,10 +64,10 @@ def matmul_tile(item: ScheduleItem, renderer: Renderer, stored: set[int] | None 
     compiler packs them into one vector register and each accumulator row is a few vector
     registers: 8 x 32 (8 rows of two registers of 16 floats) where the CPU has 32 vector registers
     (AVX-512), 4 x 16 where it has 16 (AVX2), 4 x 8 on a GPU (registers per thread: renderer.tile).
-    {} when it is not a matmul, or when neither operand is contiguous along an output axis (the scheduler copies a weight read
-    transposed so that one is: layouts.copy_transposed). Measured on a Zen 4 core, 768 x 512 x 128:
-    the old 4 x 8 tile 44 GFLOP/s, 8 x 16 101; a weight read along K (x @ w.T) 37. A symbolic axis
-    takes no lanes (its length is known at launch): a matmul over a symbolic number of rows (a whole
+    {} when it is not a matmul, or when neither operand is contiguous along an output axis (the
+    scheduler copies a weight read transposed so that one is: layouts.copy_transposed). Measured on
+    a Zen 4 core, 768 x 512 x 128: the old 4 x 8 tile 44 GFLOP/s, 8 x 16 101; a weight read along K
+    (x @ w.T) 37 (the tile's sizes on Zen 5: cpu/renderer.py). A symbolic axis takes no lanes (its length is known at launch): a matmul over a symbolic number of rows (a whole
     sequence of symbolic length) gets a tile of one row and rows x cols columns."""
     r = item.reduce
     src, shape = r.srcs[0], r.shape
