@@ -67,8 +67,9 @@ def matmul_tile(item: ScheduleItem, renderer: Renderer, stored: set[int] | None 
     {} when it is not a matmul, or when neither operand is contiguous along an output axis (the
     scheduler copies a weight read transposed so that one is: layouts.copy_transposed). Measured on
     a Zen 4 core, 768 x 512 x 128: the old 4 x 8 tile 44 GFLOP/s, 8 x 16 101; a weight read along K
-    (x @ w.T) 37 (the tile's sizes on Zen 5: cpu/renderer.py). A symbolic axis takes no lanes (its length is known at launch): a matmul over a symbolic number of rows (a whole
-    sequence of symbolic length) gets a tile of one row and rows x cols columns."""
+    (x @ w.T) 37 (the tile's sizes on Zen 5: cpu/renderer.py). A symbolic axis takes no lanes (its
+    length is known at launch): a matmul over a symbolic number of rows (a whole sequence of symbolic
+    length) gets a tile of one row and rows x cols columns, as a product of one row does."""
     r = item.reduce
     src, shape = r.srcs[0], r.shape
     if not src.is_base or not (src.op is Ops.MUL or selected_product(src)):
