@@ -298,3 +298,17 @@ def test_beam_stops_compiling_a_round_once_its_budget_is_spent(monkeypatch):
     assert list(spent.time(lists)) == lists[:2]  # the first batch only
     ample = search.Timer(item, stored, device, inputs, deadline=float("inf"))
     assert list(ample.time(lists)) == lists
+
+
+def test_a_beam_winner_must_beat_the_heuristics_again_in_a_duel(tmp_path, monkeypatch):
+    monkeypatch.setenv("SITP_CACHE", str(tmp_path))
+    monkeypatch.setenv("BEAM", "2")
+    monkeypatch.setenv("BEAM_BUDGET", "5")
+    item, stored = last_item(rand(64, 32) @ rand(32, 64, seed=1))
+    inputs = [s.base for s in item.reduce.srcs[0].srcs]
+    heuristic = heuristic_opts(item, CPU, get_num_threads(), stored)
+    timer = search.Timer(item, stored, cpu_runtime, inputs, deadline=float("inf"))
+    times = timer.duel((Opt(OptOps.UPCAST, 1, 2),), heuristic, 3)
+    assert len(times) == 2 and all(0 < t < 1 for t in times)
+    monkeypatch.setattr(search.Timer, "duel", lambda self, first, second, runs: (1.0, 1.0))  # a tie
+    assert search.beam_search(item, stored, cpu_runtime, inputs) == heuristic
