@@ -104,6 +104,7 @@ RULES = {
     Ops.RECIP: (lambda g, out, x: -g * out * out,),
     Ops.SQRT: (lambda g, out, x: g / (out * 2),),
     Ops.EXP2: (lambda g, out, x: g * out * LN2,),
+    Ops.POW2: (lambda g, out, x: g * out * LN2,),  # exp2's (the formulas call it with autograd off)
     Ops.LOG2: (lambda g, out, x: g / (x * LN2),),
     Ops.SIN: (lambda g, out, x: g * x.cos(),),
     # the composites' own rules (see the docstring)

@@ -253,6 +253,11 @@ class ElementwiseMixin(TensorCore):
     def exp2(self) -> Self:
         return self._unary(Ops.EXP2, "exp2")
 
+    def pow2(self) -> Self:
+        """2**self for an integer-valued tensor (a fraction is dropped, toward 0): the IR's POW2, the
+        power of two the math formulas scale by, built from the float's exponent bits."""
+        return self._unary(Ops.POW2, "pow2")
+
     def log(self) -> Self:
         return self._unary(Ops.LOG, "log")
 

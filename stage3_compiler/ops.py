@@ -20,6 +20,7 @@ class Ops(IntEnum):
     RECIP = auto()
     SQRT = auto()
     EXP2 = auto()
+    POW2 = auto()  # 2^x for an integer-valued x: exp2 without its polynomial (transcendental.py's 2^n)
     LOG2 = auto()
     SIN = auto()
     ADD = auto()
@@ -68,17 +69,19 @@ class Ops(IntEnum):
     ARGMIN = auto()
 
 
-FLOAT_ONLY = frozenset({Ops.RECIP, Ops.SQRT, Ops.EXP, Ops.LOG, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.COS, Ops.TANH,
-                        Ops.ERF, Ops.GELU, Ops.SIGMOID})  # unary ops an int input is cast to float for
+FLOAT_ONLY = frozenset({Ops.RECIP, Ops.SQRT, Ops.EXP, Ops.LOG, Ops.EXP2, Ops.POW2, Ops.LOG2, Ops.SIN, Ops.COS,
+                        Ops.TANH, Ops.ERF, Ops.GELU, Ops.SIGMOID})  # unary ops an int input is cast to float for
 
 
 # The IR: what a lazy graph may hold. AND/OR/XOR are the bitwise ops of ints and bools, REDUCE_MUL
-# is prod's reduction (tinygrad keeps it too), and DIV is float division, correctly rounded as numpy's
-# (x * RECIP(y) rounds twice, and the mean of [-36] / 5 came out one ulp off): the only additions
+# is prod's reduction (tinygrad keeps it too), DIV is float division, correctly rounded as numpy's
+# (x * RECIP(y) rounds twice, and the mean of [-36] / 5 came out one ulp off), and POW2 is the power
+# of two the math formulas scale by (a float's exponent field: a third of exp's ops were EXP2's
+# polynomial of an integer, where tinygrad builds the bits with BITCAST and SHL): the only additions
 # to tinygrad's minimal list, which the project's design took as the IR.
-IR_ELEMENTWISE = frozenset({Ops.ADD, Ops.MUL, Ops.DIV, Ops.MAX, Ops.NEG, Ops.RECIP, Ops.EXP2, Ops.LOG2, Ops.SQRT,
-                            Ops.SIN, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.WHERE, Ops.CAST, Ops.AND, Ops.OR,
-                            Ops.XOR})
+IR_ELEMENTWISE = frozenset({Ops.ADD, Ops.MUL, Ops.DIV, Ops.MAX, Ops.NEG, Ops.RECIP, Ops.EXP2, Ops.POW2, Ops.LOG2,
+                            Ops.SQRT, Ops.SIN, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.WHERE, Ops.CAST, Ops.AND,
+                            Ops.OR, Ops.XOR})
 IR_REDUCE = frozenset({Ops.REDUCE_ADD, Ops.REDUCE_MAX, Ops.REDUCE_MUL})
 IR_MOVEMENT = frozenset({Ops.RESHAPE, Ops.EXPAND, Ops.PERMUTE, Ops.PAD, Ops.SHRINK, Ops.FLIP})
 IR_MEMORY = frozenset({Ops.BUFFER, Ops.CONST, Ops.CONTIGUOUS, Ops.COPY})

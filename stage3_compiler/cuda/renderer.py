@@ -158,6 +158,12 @@ class CUDARenderer(CRenderer):
             return f"-{text}" if value < 0 else text
         return super()._literal(value, dtype)
 
+    def pow2(self, x: str, dtype: DType) -> str:
+        """2**x for an integer x by the device library's ldexp (exact, subnormals too; NaN stays NaN)."""
+        if dtype is dtypes.float32:
+            return f"({x}!={x}?{x}:ldexpf(1.0f,(int)fmaxf(fminf({x},300.0f),-300.0f)))"
+        return f"({x}!={x}?{x}:ldexp(1.0,(int)fmax(fmin({x},3000.0),-3000.0)))"
+
     def prologue(self, kernel: Kernel, pragmas: list[str]) -> list[str]:
         shape = group_shape(kernel)
         if shape is None:

