@@ -181,8 +181,8 @@ def packed_operands(b: LazyBuffer, renderer: Renderer) -> list[tuple[LazyBuffer,
         strides = w.st.views[0].strides
         own = {d for d, size in enumerate(w.shape) if size != 1 and strides[d] != 0}
         reuse = numel(tuple(size for d, size in enumerate(w.shape) if strides[d] == 0 and d != k))
-        if own == {k, axis} and w.shape[axis] % width == 0 and w.shape[k] * w.shape[axis] >= MIN_PACKED \
-                and reuse >= MIN_ROWS:
+        if own == {k, axis} and w.shape[axis] % width == 0 and w.shape[axis] > width \
+                and w.shape[k] * w.shape[axis] >= MIN_PACKED and reuse >= MIN_ROWS:  # (one panel: its own layout)
             out.append((w, k, axis, width))
     return out
 

@@ -354,7 +354,11 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
                 inner_loops.append(L.loop(sidx.name, parts, LoopKind.PARTIALS))
             unrolled = next(iter(plan.unroll.items()), None)
             out_shape = item.reduce.shape
-            for j in range(unrolled[1] if unrolled else 1):
+
+            def terms(part: Node | None, j: int = 0, left_over: int | None = None) -> None:
+                """Each lane's reductions updated with one term a lane: `part` the partial it goes to
+                (SPLIT), `left_over` where the terms whole passes leave start (the split axis's index is
+                then part + left_over)."""
                 for lane, idx in zip(partials, lanes, strict=True):
                     if out_shape != root.shape:  # the reader reads the reduction reshaped: same order, other dims
                         idx = unflatten(flat_index(idx, root.shape), out_shape)
@@ -362,10 +366,12 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
                     if unrolled:
                         d, u = unrolled
                         idxs[d] = idxs[d] * u + j
-                    if sidx is not None:  # term i of the axis goes to partial i mod parts
-                        idxs[split_axis] = idxs[split_axis] * parts + sidx
+                    if left_over is not None:
+                        idxs[split_axis] = part + left_over
+                    elif part is not None:  # SPLIT: term i of the axis goes to partial i mod parts
+                        idxs[split_axis] = idxs[split_axis] * parts + part
                     for r in item.reduces:
-                        acc = lane[id(r)] if sidx is None else L.emit(UOps.PART, r.dtype, (lane[id(r)],), sidx)
+                        acc = lane[id(r)] if part is None else L.emit(UOps.PART, r.dtype, (lane[id(r)],), part)
                         L.steps = []
                         value = L.view(r.srcs[0], idxs)
                         if item.online is not None and r is item.reduce:  # rescaled to the row's new max
@@ -373,6 +379,21 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
                             L.emit(UOps.UPDATE, r.dtype, (acc, rescale), Ops.REDUCE_MUL)
                         L.emit(UOps.UPDATE, r.dtype, (acc, value), r.op)
                         L.alu_count += 1
+
+            for j in range(unrolled[1] if unrolled else 1):
+                terms(sidx, j)
+            if sidx is not None and src_shape[split_axis] % parts:
+                # the terms a whole pass of partials leaves over, one to a partial, in a loop of their own
+                # (vocabularies of 65 or 78 entries: their rows' sums and maxima had run as scalars)
+                whole = src_shape[split_axis] - src_shape[split_axis] % parts
+                closing = 2 if isinstance(rvars[split_axis], Var) else 1  # the partials' loop and the axis's
+                for _ in range(closing):
+                    L.emit(UOps.ENDRANGE, None)
+                L.cache.clear()  # values of the closed loops are out of scope
+                tidx = Var("tidx", 0, src_shape[split_axis] % parts - 1)
+                L.loop(tidx.name, src_shape[split_axis] % parts, LoopKind.PARTIALS)
+                terms(tidx, left_over=whole)
+                inner_loops = inner_loops[:len(inner_loops) - closing] + [tidx]
             for _ in inner_loops:
                 L.emit(UOps.ENDRANGE, None)
         L.cache.clear()  # values inside the loop belong to its scope

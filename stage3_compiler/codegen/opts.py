@@ -12,7 +12,8 @@ values sit in registers, which loop runs on which thread, and what stays in cach
 - UNROLL(axis, n): the reduce loop over `axis` takes n steps a pass, written out one after another
   (fewer loop branches, and loads the compiler can schedule ahead).
 - SPLIT(axis, n): the reduce loop over the innermost reduced axis folds into n partial
-  accumulators, term i into partial i mod n, which are combined (pairwise) after the loop. A row
+  accumulators, term i into partial i mod n, which are combined (pairwise) after the loop (the
+  terms a whole pass of n leaves over go one to a partial, in a short loop after it). A row
   reduction over contiguous memory (softmax's max and sum, layernorm's mean) then loads n
   neighbouring values a step into n independent chains: one vector load, one vector add. A max
   gives the same bits in any order; a float sum is a reordered sum, equal to the last few bits.
@@ -137,7 +138,9 @@ def apply_opts(item: ScheduleItem, opts: tuple[Opt, ...] | list[Opt], renderer: 
             terms = plan.unroll.get(opt.axis, 1) * plan.split.get(opt.axis, 1)
             if isinstance(src[opt.axis], Node):
                 raise OptError(f"{opt}: the reduce axis {opt.axis} of {src} has a symbolic size ({where})")
-            if src[opt.axis] % terms:
+            if src[opt.axis] < terms:
+                raise OptError(f"{opt}: {terms} terms a pass exceed the reduce axis of {src[opt.axis]} ({where})")
+            if src[opt.axis] % terms and opt.axis in plan.unroll:  # SPLIT alone takes what is left over
                 raise OptError(f"{opt}: {terms} terms a pass do not divide the reduce axis of {src[opt.axis]} "
                                f"({where})")
         else:

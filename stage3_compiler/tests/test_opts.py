@@ -86,7 +86,8 @@ def test_options_on_a_reduction_with_a_fused_elementwise_reader():
 
 @pytest.mark.parametrize("opts", [[Opt(OptOps.SPLIT, 2, 8)], [Opt(OptOps.SPLIT, 2, 4), Opt(OptOps.UNROLL, 2, 2)],
                                   [Opt(OptOps.SPLIT, 2, 16), Opt(OptOps.THREAD, 0, 2)],
-                                  [Opt(OptOps.SPLIT, 2, 2), Opt(OptOps.UPCAST, 1, 4)]],
+                                  [Opt(OptOps.SPLIT, 2, 2), Opt(OptOps.UPCAST, 1, 4)],
+                                  [Opt(OptOps.SPLIT, 2, 5)], [Opt(OptOps.SPLIT, 2, 7), Opt(OptOps.UPCAST, 1, 2)]],
                          ids=lambda o: "_".join(map(str, o)))
 def test_split_partials_give_a_max_bit_for_bit_and_a_sum_reordered(opts):
     x = rand(6, 8, 48)
@@ -101,8 +102,9 @@ def test_split_partials_give_a_max_bit_for_bit_and_a_sum_reordered(opts):
     assert f"_S{opts[0].amount}" in lower(item, stored, CPU, tuple(opts)).name
 
 
-def test_split_sums_ints_and_bools_exactly():
-    x = Tensor(np.random.default_rng(0).integers(-2**40, 2**40, (5, 64)))
+@pytest.mark.parametrize("n", [64, 61])  # 61: 7 passes of 8 partials, then 5 terms left over
+def test_split_sums_ints_and_bools_exactly(n):
+    x = Tensor(np.random.default_rng(0).integers(-2**40, 2**40, (5, n)))
     item, stored = last_item(x.sum(axis=-1))
     want = x.numpy().sum(axis=-1)
     kernel = lower(item, stored, CPU, (Opt(OptOps.SPLIT, 1, 8),))
@@ -115,8 +117,8 @@ def test_split_sums_ints_and_bools_exactly():
 
 @pytest.mark.parametrize("opts,message", [
     ([Opt(OptOps.SPLIT, 0, 2)], "not the innermost reduced axis"),
-    ([Opt(OptOps.SPLIT, 2, 5)], "do not divide the reduce axis"),
-    ([Opt(OptOps.SPLIT, 2, 4), Opt(OptOps.UNROLL, 2, 16)], "do not divide the reduce axis"),
+    ([Opt(OptOps.SPLIT, 2, 64)], "exceed the reduce axis"),
+    ([Opt(OptOps.SPLIT, 2, 5), Opt(OptOps.UNROLL, 2, 2)], "do not divide the reduce axis"),
     ([Opt(OptOps.SPLIT, 2, 2), Opt(OptOps.SPLIT, 2, 2)], "split already"),
     ([Opt(OptOps.SPLIT, 2, 16), Opt(OptOps.UPCAST, 1, 32)], "more than 256 accumulators"),
 
@@ -173,9 +175,10 @@ def test_heuristics_split_a_row_reduction_read_along_memory():
     assert heuristic_opts(rows24, CRenderer(wide_vectors=True), 1) == (Opt(OptOps.SPLIT, 1, 8),)
     across, _ = last_item(x.permute(0, 2, 1).max(axis=-1))  # the summed axis is 128 floats apart in memory
     columns, _ = last_item(x.sum(axis=1))  # a realized tensor summed along an outer axis
-    odd, _ = last_item(rand(12, 78).sum(axis=-1))  # 78 terms: not a multiple of 8
-    for item in (across, columns, odd):
+    for item in (across, columns):
         assert all(o.op is not OptOps.SPLIT for o in heuristic_opts(item, CPU, 1))
+    odd, _ = last_item(rand(12, 78).sum(axis=-1))  # 78 terms: 4 passes of 16, then 14 left over
+    assert heuristic_opts(odd, CPU, 1) == (Opt(OptOps.SPLIT, 1, parts),)
     matmul, _ = last_item(rand(64, 64) @ rand(64, 64, seed=1))
     assert [o.op for o in heuristic_opts(matmul, CPU, 1)] == [OptOps.UPCAST, OptOps.UPCAST]
 

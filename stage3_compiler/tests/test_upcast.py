@@ -36,8 +36,11 @@ def test_a_matmul_takes_a_tile_of_sixteen_columns():
 
 
 def test_a_tile_shrinks_to_what_divides_the_axes():
-    a, b = rand(12, 12), rand(12, 24, seed=1)
-    assert upcast_axes(only_item(a @ b), CPU) == {1: 8, 0: 4}  # 16 does not divide 24, 8 does not divide 12
+    a, b = rand(12, 12), rand(12, 48, seed=1)
+    assert upcast_axes(only_item(a @ b), CPU) == {1: 16, 0: 4}  # 32 does not divide 48, 8 does not divide 12
+    # no power of two from 16 up divides 24 columns (or a vocabulary of 78): all of them a pass, one row
+    assert upcast_axes(only_item(a @ rand(12, 24, seed=1)), CPU) == {1: 24}
+    np.testing.assert_allclose((a @ rand(12, 78)).numpy(), a.numpy() @ rand(12, 78).numpy(), rtol=1e-5, atol=1e-5)
 
 
 def test_a_weight_read_transposed_is_copied_once_and_the_product_is_tiled():
