@@ -36,15 +36,18 @@ def concrete(v: LazyBuffer) -> bool:
     return all(isinstance(n, int) for n in v.base.shape) and all(isinstance(n, int) for n in v.shape)
 
 
-def copy_operands(b: LazyBuffer, renderer: Renderer) -> bool:
-    """Put the copies the matmul b should read into the graph; True when there were any."""
+def copy_operands(b: LazyBuffer, renderer: Renderer, batched: bool = True) -> bool:
+    """Put the copies the matmul b should read into the graph; True when there were any. `batched`:
+    whether a batch of products (attention's q @ k.T) may have its operand copied transposed (where
+    the renderer packs lanes into vectors: the CPU)."""
     changed = False
     for packed in packed_operands(b, renderer):
         copy_packed(b.srcs[0], *packed)
         changed = True
-    w = transposed_operand(b)
-    if w is not None:
-        copy_transposed(b.srcs[0], w)
+    # (a GPU thread's tile needs no operand side by side: heuristics.matmul_tile)
+    found = transposed_operand(b, batched and renderer.vector_width > 0)
+    if found is not None:
+        copy_transposed(b.srcs[0], *found)
         changed = True
     for w in padded_operands(b):
         copy_padded(b.srcs[0], w)
@@ -55,18 +58,21 @@ def copy_operands(b: LazyBuffer, renderer: Renderer) -> bool:
 MIN_ROWS = 16  # rows that must read a weight for its transposed copy to pay
 
 
-def transposed_operand(b: LazyBuffer) -> LazyBuffer | None:
+def transposed_operand(b: LazyBuffer, batched: bool = True) -> tuple[LazyBuffer, int] | None:
     """For a matmul (a sum over one axis of the product of two views, each expanded along an output
-    axis the other is not) that reads a 2-D weight by rows, its operand: the view of the weight.
+    axis the other is not) that reads a weight by rows, its operand: (the view of the weight, its
+    output axis N).
 
     x @ w.T (a Linear layer's forward) reads w along the summed axis K: no output axis reads w's
     neighbouring floats, so the kernel cannot hold its outputs in vector registers. A copy of w
     with N innermost costs N*K reads and writes, and the product then reuses each copied value for
     every row, several times faster (heuristics.matmul_tile). Only for an operand whose only axes
     are N and K (a weight, or an expression such as Muon's X in X @ X.T, copied as it is computed)
-    read by at least MIN_ROWS rows (when both operands are, the one read by more): a batch of small
-    products (attention's q @ k.T) would pay a copy kernel for little. Muon's X @ X.T (256 x 1024)
-    ran at 28 GFLOP/s from X itself, a fifth of nanochat's CPU step."""
+    read by at least MIN_ROWS rows (when both operands are, the one read by more). A batch of such
+    products (attention's q @ k.T, a product a head) is copied too, the batch axes kept in front: each
+    head's dot products over 32 floats had run as 8 partial sums an output, 33 GFLOP/s (nanoGPT, one
+    Zen 5 core). Muon's X @ X.T (256 x 1024) ran at 28 GFLOP/s from X itself, a fifth of nanochat's
+    CPU step."""
     mul = matmul_product(b)
     if mul is None:
         return None
@@ -81,20 +87,19 @@ def transposed_operand(b: LazyBuffer) -> LazyBuffer | None:
         xs, ws = x.st.views[-1].strides, w.st.views[0].strides
         own = [d for d, n in enumerate(w.shape) if n != 1 and ws[d] != 0]  # the weight's own axes
         rows = numel(tuple(n for d, n in enumerate(w.shape) if n != 1 and ws[d] == 0 and xs[d] != 0))
-        if len(own) == 2 and k in own and ws[k] == 1 and rows > reuse:
-            n = next(d for d in own if d != k)
-            if xs[n] == 0 and w.shape[n] >= 8:
-                best, reuse = w, rows
+        outs = [d for d in own if d != k and xs[d] == 0]  # N: x is the same all along it
+        if k in own and ws[k] == 1 and len(outs) == 1 and rows > reuse and w.shape[outs[0]] >= 8 \
+                and (batched or len(own) == 2):
+            best, reuse = (w, outs[0]), rows  # the other own axes (a batch's) x reads too
     return best
 
 
 
-def copy_transposed(mul: LazyBuffer, w: LazyBuffer) -> None:
+def copy_transposed(mul: LazyBuffer, w: LazyBuffer, n: int) -> None:
     """Replace the matmul's operand view w by the same values read from a copy whose innermost axis
-    is the output axis N (the graph changes, its values do not)."""
+    is the output axis n (the graph changes, its values do not)."""
     strides = w.st.views[0].strides
-    own = [d for d, n in enumerate(w.shape) if n != 1 and strides[d] != 0]
-    n = next(d for d in own if strides[d] != 1)
+    own = [d for d, size in enumerate(w.shape) if size != 1 and strides[d] != 0]
     weight = w.shrink(tuple((0, size) if d in own else (0, 1) for d, size in enumerate(w.shape)))
     order = tuple(d for d in range(len(w.shape)) if d != n) + (n,)
     copy = weight.permute(order).contiguous()

@@ -120,9 +120,12 @@ def rewrite_graph(outs: list[LazyBuffer]) -> list[LazyBuffer]:
     bases = graph(outs)
     check_versions(bases)
     changed = False
+    # under ONLINE=1 attention's scores are computed in the online softmax's kernel (engine/online.py),
+    # where a copy of k transposed would only be one more kernel
+    batched = not enabled("ONLINE")
     for b in bases:
         if matmul_product(b) is not None:
-            changed |= copy_operands(b, runtime_of("realize", b.device).renderer)
+            changed |= copy_operands(b, runtime_of("realize", b.device).renderer, batched)
     return graph(outs) if changed else bases
 
 

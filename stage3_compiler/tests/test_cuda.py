@@ -29,6 +29,7 @@ from ..codegen.program import CompileError
 from ..codegen.uops import UOps
 from ..cuda.renderer import CUDARenderer, output_loops
 from ..cuda.runtime import launch_shape
+from ..engine import schedule
 from ..engine.schedule import create_schedule
 
 REPO = Path(__file__).resolve().parents[2]
@@ -271,10 +272,18 @@ def test_group_reductions_under_blocks_of_many_threads(tmp_path, case, blocks, t
         np.testing.assert_allclose(got, np.ravel(want), rtol=1e-5, atol=1e-5)  # float32 sums of ~1500 terms
 
 
+@pytest.fixture
+def gpu_layouts(monkeypatch):
+    """Schedule CPU tensors as the cuda device does: its renderer decides the operands' copies (a GPU
+    thread's tile needs no operand side by side, so attention's q @ k.T keeps k as it is)."""
+    gpu = type("Runtime", (), {"renderer": CUDARenderer()})()
+    monkeypatch.setattr(schedule, "runtime_of", lambda op, device: gpu)
+
+
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ to build the kernel")
 @pytest.mark.parametrize("blocks", [1, 3])
 @pytest.mark.parametrize("case", ["batched", "k48", "epilogue"])
-def test_local_matmuls_under_blocks_of_256_threads(tmp_path, case, blocks):
+def test_local_matmuls_under_blocks_of_256_threads(tmp_path, case, blocks, gpu_layouts):
     """LOCAL: a block of 16 x 16 threads stages each 16 steps of A and B in shared memory; run as a GPU
     would (256 OS threads meeting at each __syncthreads, fewer blocks than block tiles: the grid-stride
     loop takes the rest), on small integers, so every order of the sums is exact. The batch axis is

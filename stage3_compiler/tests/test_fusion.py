@@ -112,14 +112,15 @@ def test_causal_attention_forward_is_one_kernel(online):
                                rtol=1e-5, atol=1e-6)
 
 
-def test_unfused_causal_attention_is_at_most_five_kernels():
+def test_unfused_causal_attention_is_at_most_six_kernels():
     q, k, v = realized(2, 4, 16, 8), realized(2, 4, 16, 9)[..., :8].contiguous(), realized(2, 3, 16, 8)[:, :1]
     k.realize(), v.realize()
     out = q.scaled_dot_product_attention(k, v, is_causal=True)
+    # k copied transposed (codegen/layouts.py: the scores' product then takes a register tile);
     # scores with the mask computed in their loop; max; exp sum; the probabilities, stored (read
     # expanded by the product, and too costly to recompute there: engine/schedule's docstring);
     # probabilities @ v
-    assert count(out) <= 5
+    assert count(out) <= 6
     causal = np.tril(np.ones((16, 16), bool))
     np.testing.assert_allclose(out.numpy(), attention_ref(q.numpy(), k.numpy(), v.numpy(), causal),
                                rtol=1e-5, atol=1e-6)

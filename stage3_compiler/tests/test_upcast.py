@@ -63,11 +63,17 @@ def test_an_expression_read_transposed_is_copied_as_it_is_computed():
     np.testing.assert_allclose((y @ y.T).numpy(), a @ a.T, rtol=1e-5, atol=1e-4)
 
 
-def test_small_or_batched_products_are_not_copied():
+def test_small_products_are_not_copied_and_a_batch_of_big_ones_is():
     x, w = rand(8, 24), rand(12, 24, seed=1)  # each operand is read by 12 rows at most: not worth a copy
     assert len(create_schedule([(x @ w.T).lazydata])) == 1
-    q, k = rand(2, 3, 32, 8), rand(2, 3, 32, 8, seed=1)  # attention's q @ k.T: a batch of weights
+    q, k = rand(2, 3, 12, 8), rand(2, 3, 12, 8, seed=1)  # attention's q @ k.T, 12 queries a head
     assert len(create_schedule([(q @ k.transpose(-1, -2)).lazydata])) == 1
+    q, k = rand(2, 3, 32, 8), rand(2, 3, 32, 8, seed=1)  # 32 queries: k copied, each head's keys innermost
+    items = create_schedule([(q @ k.transpose(-1, -2)).lazydata])
+    assert [it.root.op for it in items] == [Ops.CONTIGUOUS, Ops.REDUCE_ADD]
+    assert upcast_axes(items[1], CPU) == {3: COLS, 2: ROWS}  # a register tile per head
+    np.testing.assert_allclose((q @ k.transpose(-1, -2)).numpy(), q.numpy() @ k.numpy().transpose(0, 1, 3, 2),
+                               rtol=1e-5, atol=1e-5)
 
 
 def test_a_residual_add_after_the_product_keeps_the_tile():
