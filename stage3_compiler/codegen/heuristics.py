@@ -84,18 +84,12 @@ def matmul_tile(item: ScheduleItem, renderer: Renderer, stored: set[int] | None 
         n = next((d for d in reversed(range(len(shape)))
                   if broadcast(a, d) and (contiguous_along(b, d) or not side_by_side)), None)
         m = next((d for d in reversed(range(len(shape))) if d != n and broadcast(b, d) and not broadcast(a, d)), None)
-        if n is not None and m is None and all(size == 1 for d, size in enumerate(shape) if d != n):
-            # one row (a matrix-vector product): the tile's outputs all along the columns, a
-            # stream of rows x cols floats of b a step. One Zen 5 core, 1 x 4096 x 1024: 8 columns
-            # a pass 2.0 ms, 16 0.62, 256 0.24.
-            axis = root_axis(item, n)
-            lanes = lanes_of(item.root.shape[axis], rows * cols) if axis is not None else 1
-            return {axis: lanes} if lanes > 1 else {}
-        if n is None or m is None:
+        one_row = m is None and all(size == 1 for d, size in enumerate(shape) if d != n)  # a matrix-vector product
+        if n is None or (m is None and not one_row):
             continue
         # The kernel loops over the root's shape, which may be the reduction's reshaped (a residual
         # add after the product): a tile axis is the root's axis with the same stride.
-        tile = {root_axis(item, n): cols, root_axis(item, m): rows}
+        tile = {root_axis(item, n): cols} | ({} if one_row else {root_axis(item, m): rows})
         if None in tile:
             continue
         if stored is not None and renderer.narrow_tiles and computed(a, stored) and fixed(shape[n], 32):
@@ -106,7 +100,9 @@ def matmul_tile(item: ScheduleItem, renderer: Renderer, stored: set[int] | None 
             return {root_axis(item, n): shape[n]} if shape[n] > 1 else {}
         sizes, n_axis = item.root.shape, root_axis(item, n)
         tile = {d: lanes_of(sizes[d], t) for d, t in tile.items()}
-        if tile[root_axis(item, m)] == 1:  # one row a pass: the tile's outputs all along the columns
+        if one_row or tile[root_axis(item, m)] == 1:
+            # one row a pass: the tile's outputs all along the columns, a stream of rows x cols floats
+            # of b a step. One Zen 5 core, 1 x 4096 x 1024: 8 columns a pass 2.0 ms, 16 0.62, 256 0.24.
             tile = {n_axis: lanes_of(sizes[n_axis], rows * cols)}
         if tile[n_axis] < WHOLE_ROW_BELOW and fixed(sizes[n_axis]) and WHOLE_ROW_BELOW <= sizes[n_axis] <= rows * cols:
             # no power of two from 16 up divides the columns (a vocabulary of 78): a pass takes all of them,
@@ -123,7 +119,7 @@ WHOLE_ROW_BELOW = 16  # a matmul's columns that a tile takes fewer of than this 
 def lanes_of(size: int | Node, most: int) -> int:
     """The largest power of two up to `most` that divides a concrete size (1 for a symbolic one)."""
     return next((u for u in (1 << p for p in reversed(range(most.bit_length())))
-                 if u <= most and fixed(size) and size % u == 0), 1)
+                 if fixed(size) and size % u == 0), 1)
 
 
 def selected_product(b: LazyBuffer) -> bool:

@@ -37,6 +37,7 @@ from ..codegen.item import ScheduleItem
 from ..codegen.lower import lower
 from ..codegen.opts import Opt, OptError, OptOps, apply_opts, reduce_axes
 from ..codegen.program import Program
+from ..codegen.uops import Kernel
 from ..cpu.compiler import compile_jobs
 from ..device import buffer_class
 from ..graph.lazy import LazyBuffer, numel
@@ -122,11 +123,10 @@ class Timer:
     def time(self, candidates: list[tuple[Opt, ...]]) -> dict[tuple[Opt, ...], float]:
         lowered = []
         for opts in candidates:
-            kernel = lower(self.item, self.stored, self.runtime.renderer, opts)
-            source = self.runtime.renderer.render(kernel)
-            if source not in self.sources:  # two lists that render alike are timed once
-                self.sources.add(source)
-                lowered.append((opts, kernel, source))
+            found = self.lowered(opts)
+            if found[2] not in self.sources:  # two lists that render alike are timed once
+                self.sources.add(found[2])
+                lowered.append(found)
         times: dict[tuple[Opt, ...], float] = {}
         batch = BATCH_PER_JOB * compile_jobs()
         for first in range(0, len(lowered), batch):
@@ -135,17 +135,28 @@ class Timer:
             self.time_batch(lowered[first:first + batch], times)
         return times
 
-    def time_batch(self, lowered: list[tuple], times: dict) -> None:
+    def lowered(self, opts: tuple[Opt, ...]) -> tuple[tuple[Opt, ...], Kernel, str]:
+        kernel = lower(self.item, self.stored, self.runtime.renderer, opts)
+        return opts, kernel, self.runtime.renderer.render(kernel)
+
+    def compile(self, lowered: list[tuple]) -> list[Program]:
+        """Each (opts, kernel, source) compiled, all together."""
         fns = self.runtime.compile_many([(source, kernel.name) for _, kernel, source in lowered])
-        for (opts, kernel, source), fn in zip(lowered, fns, strict=True):
-            program = Program(kernel, source, fn, [])
-            buffers = self.scratch + [b.base.buffer for b in kernel.buffers[kernel.outputs:]]
+        return [Program(kernel, source, fn, []) for (_, kernel, source), fn in zip(lowered, fns, strict=True)]
+
+    def run(self, program: Program) -> float:
+        """One run's seconds, on the real inputs and the scratch outputs."""
+        buffers = self.scratch + [b.base.buffer for b in program.kernel.buffers[program.kernel.outputs:]]
+        start = time.perf_counter()
+        self.runtime.launch(program, buffers)
+        self.sync()
+        return time.perf_counter() - start
+
+    def time_batch(self, lowered: list[tuple], times: dict) -> None:
+        for (opts, _, _), program in zip(lowered, self.compile(lowered), strict=True):
             best = float("inf")
             for run in range(RUNS):
-                start = time.perf_counter()
-                self.runtime.launch(program, buffers)
-                self.sync()
-                best = min(best, time.perf_counter() - start)
+                best = min(best, self.run(program))
                 if run == 0 and best > EARLY_STOP * self.best:
                     break
             times[opts] = best
@@ -154,18 +165,11 @@ class Timer:
     def duel(self, first: tuple[Opt, ...], second: tuple[Opt, ...], runs: int) -> tuple[float, float]:
         """The least of `runs` runs of each of two option lists, run in turns so that both meet the
         same moments of a machine whose load changes."""
-        kernels = [lower(self.item, self.stored, self.runtime.renderer, opts) for opts in (first, second)]
-        sources = [self.runtime.renderer.render(k) for k in kernels]
-        fns = self.runtime.compile_many([(src, k.name) for k, src in zip(kernels, sources, strict=True)])
-        programs = [Program(k, src, fn, []) for k, src, fn in zip(kernels, sources, fns, strict=True)]
+        programs = self.compile([self.lowered(first), self.lowered(second)])
         best = [float("inf"), float("inf")]
         for _ in range(runs):
             for i, program in enumerate(programs):
-                buffers = self.scratch + [b.base.buffer for b in program.kernel.buffers[program.kernel.outputs:]]
-                start = time.perf_counter()
-                self.runtime.launch(program, buffers)
-                self.sync()
-                best[i] = min(best[i], time.perf_counter() - start)
+                best[i] = min(best[i], self.run(program))
         return best[0], best[1]
 
 
