@@ -384,7 +384,7 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
                 terms(sidx, j)
             if sidx is not None and src_shape[split_axis] % parts:
                 # the terms a whole pass of partials leaves over, one to a partial, in a loop of their own
-                # (vocabularies of 65 or 78 entries: their rows' sums and maxima had run as scalars)
+                # (a vocabulary of 78 entries: its rows' sums and maxima had run as scalars)
                 whole = src_shape[split_axis] - src_shape[split_axis] % parts
                 closing = 2 if isinstance(rvars[split_axis], Var) else 1  # the partials' loop and the axis's
                 for _ in range(closing):
