@@ -92,7 +92,7 @@ def matmul_tile(item: ScheduleItem, renderer: Renderer, stored: set[int] | None 
         tile = {root_axis(item, n): cols} | ({} if one_row else {root_axis(item, m): rows})
         if None in tile:
             continue
-        if stored is not None and renderer.narrow_tiles and computed(a, stored) and fixed(shape[n], 32):
+        if not one_row and stored is not None and renderer.narrow_tiles and computed(a, stored) and fixed(shape[n], 32):
             # a is computed in the loop (a cheap expression the scheduler recomputes: engine/schedule.CHEAP),
             # once per pass: all n columns in one pass compute each value once, one row a pass keeps the
             # accumulators in registers. One Zen 3 core, 12x4 heads of 64x64 @ 64x32 with attention's
