@@ -114,3 +114,21 @@ def test_extreme_gradients(stage, op, dtype, params):
     _, ref32 = _torch(op, points, dtype, params)
     _, ref64 = _torch(op, points.astype(np.float64), "float64", params)
     _compare("gradients", points, got, ref32, ref64, dtype, op)
+
+
+# sign(NaN) is NaN here, numpy's answer; torch 2.13 answers 0
+NAN_CONVENTIONS = ("sign",)
+
+
+@pytest.mark.parametrize("op, dtype, params", CASES)
+def test_nan_passes_where_torch_passes_it(stage, op, dtype, params):
+    """A NaN input gives NaN exactly where torch's op gives NaN: a select written as `x > 0 ? x : 0`
+    (relu once) turns NaN into a number, silently."""
+    if op.name in NAN_CONVENTIONS:
+        pytest.skip(f"{op.name}: numpy's convention at NaN")
+    torch = pytest.importorskip("torch", reason="the oracle needs torch (pip install -e '.[torch]')")
+    points = np.array([np.nan, 1.0, -1.0], dtype)
+    want = np.isnan(TORCH[op.name](torch, torch.tensor(points), **params).double().numpy())
+    T = stage.module.Tensor
+    got = np.isnan(op.call(T, T(points, dtype=getattr(stage.module.dtypes, dtype)), **params).numpy())
+    assert list(got) == list(want), f"{op.name} {dtype} at (NaN, 1, -1): NaN at {list(got)}, torch {list(want)}"

@@ -254,8 +254,9 @@ class ElementwiseMixin(TensorCore):
         return record(out, Ops.SIGMOID, (x,))
 
     def relu(self) -> Self:
-        # not maximum(0): its gradient splits a tie (0.5 at x == 0); relu's is 0 there, as in torch and tinygrad
-        return (self > 0).where(self, 0)
+        # not maximum(0): its gradient splits a tie (0.5 at x == 0); relu's is 0 there, as in torch and tinygrad.
+        # x <= 0, not x > 0: NaN fails every comparison, and relu(NaN) is NaN, as torch gives it
+        return (self <= 0).where(0, self)
 
     def gelu(self, approximate: str = "none") -> Self:
         """Exact GELU, x * Phi(x), as nanoGPT and torch use; approximate="tanh" is tinygrad's."""

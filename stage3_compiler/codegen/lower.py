@@ -423,7 +423,8 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
     name += "_online" if item.online is not None else ""
     uops = L.uops
     if renderer.vector_width and (ups or L.sums):  # lanes as vectors (vectorize.py), the first upcast axis's together
-        uops = vectorize(uops, upcast, next(iter(ups.values()), 1), renderer.vector_width, L.shared, L.sums)
+        amounts = [*ups.values(), 1, 1]
+        uops = vectorize(uops, upcast, amounts[0], renderer.vector_width, L.shared, L.sums, amounts[1])
     return Kernel(name, root.shape, uops, L.buffers, L.alu_count // upcast, reduce_shape, upcast,
                   len(item.outputs), tuple(opts), plan.threads, kernel_variables(L.uops), item.online is not None)
 

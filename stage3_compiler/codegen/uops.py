@@ -34,7 +34,7 @@ class UOps(Enum):
     PART = auto()  # one partial of an ACCS; arg: its index Node
     UPDATE = auto()  # srcs: (accumulator, value); arg: the reduce op (Ops.REDUCE_*)
     STORE = auto()  # srcs: (GLOBAL, value); arg: the index Node
-    VEC = auto()  # a vector of lanes that each hold the scalar srcs[0] (codegen/vectorize.py)
+    VEC = auto()  # a vector of lanes: each the scalar srcs[0], or lane k srcs[k] (codegen/vectorize.py)
     GEP = auto()  # one lane of the vector srcs[0]; arg: the lane
 
 

@@ -15,10 +15,18 @@ the same computation in every lane, matched from the update back to the loads:
 - loads of one buffer at consecutive indices (lane k at the first lane's index + k) are one vector
   load;
 - the same ALU op (ADD, MUL, NEG) over matched operands is one vector op, and a select (WHERE)
-  by one condition all the lanes share picks one of two matched vectors.
+  by one condition all the lanes share picks one of two matched vectors; float32 comparisons are a
+  mask, by which a WHERE selects lane by lane (relu's x > 0).
 The stores of a group write consecutive entries of one buffer and become one vector store when
 their values match the same way (after the loop, the accumulators); a value that does not match
 reads its lane out of the vector (GEP). What does not match stays scalar, as lowered.
+
+A kernel that transposes (a matmul operand packed in panels: (rows / 8, cols, 8) from a row-major
+(rows, cols)) reads side by side along its first upcast axis and writes side by side along its
+second. Its stores then group along the second axis: the values are matched as vectors along the
+first (one vector load a row), and each store's vector is built from one lane of each (VEC of
+GEPs), which the C compiler turns into shuffles, a transpose in registers. One Zen 5 core, 2M
+floats written as 8-row panels: 1.1 ms with scalar stores, 0.43 with these (a plain copy: 0.31).
 
 A vector UOp has `lanes` > 1: its value is that many entries of its dtype side by side.
 """
@@ -31,26 +39,34 @@ from ..ops import Ops
 from .uops import UOp, UOps
 
 VECTOR_ALU = (Ops.ADD, Ops.MUL, Ops.NEG, Ops.DIV)  # ops every vector type has as operators, exact as the scalar ones
+# float32 comparisons whose vector is a mask (a lane's int is -1 where true, 0 where false), which only
+# a vector WHERE reads: the renderer selects by it bit by bit
+MASK_COMPARES = (Ops.CMPLT, Ops.CMPEQ, Ops.CMPNE)
+MASK_LOGIC = (Ops.AND, Ops.OR, Ops.XOR)  # of two masks: a mask
 VECTOR_DTYPES = (dtypes.float32, dtypes.float64)
 
 
 def lane_width(fastest: int, dtype, width: int) -> int:
-    """Lanes per vector: the renderer's width for float32 (half of it for float64), if it divides the
-    fastest upcast axis; 0 when such lanes do not vectorize."""
+    """Lanes per vector: the renderer's width for float32 (half of it for float64), or half that for an
+    axis only half as long (a panel's 8 rows), if it divides the fastest upcast axis; 0 when such
+    lanes do not vectorize."""
     if dtype not in VECTOR_DTYPES:
         return 0
     w = width if dtype is dtypes.float32 else width // 2
+    if fastest < w:
+        w //= 2
     return w if w >= 4 and fastest % w == 0 else 0
 
 
 class Vectorizer:
     def __init__(self, uops: list[UOp], upcast: int, fastest: int, width: int, shared: set[int],
-                 sums: list[tuple[UOp, list[UOp]]]):
+                 sums: list[tuple[UOp, list[UOp]]], second: int = 1):
         self.uops, self.upcast, self.fastest, self.width = uops, upcast, fastest, width  # width: float32 lanes
+        self.second = second  # the lanes of the second upcast axis (transposed stores group along it)
         self.shared = shared  # ACCs of no lane: a nested reduction's, an online softmax row's (lower.py)
         self.sums = sums  # nested sums written out as trees: (the result, its terms in order)
         self.renamed: dict[int, UOp] = {}  # a replaced scalar's id -> the scalar that now holds its value
-        self.matched: dict[tuple[int, ...], UOp | None] = {}  # lane UOps' ids -> their vector (or None)
+        self.matched: dict[tuple, UOp | None] = {}  # lane UOps' ids -> their vector or mask (or None)
         self.vector_of: dict[int, tuple[UOp, int]] = {}  # a replaced scalar's id -> (its vector, lane)
         self.replace_at: dict[int, UOp | None] = {}  # a replaced UOp's id -> what takes its place (None: nothing)
         self.count = 0
@@ -74,6 +90,8 @@ class Vectorizer:
             return None
         if first.op is UOps.LOAD:
             index, bound = first.arg
+            if first.dtype not in VECTOR_DTYPES:
+                return None  # (a bool vector is a comparison's mask, not bytes: see `mask`)
             if bound is not None or any(u.srcs[0] is not first.srcs[0] or u.arg[1] is not None for u in us):
                 return None
             if any((u.arg[0] - index) != Num(k) for k, u in enumerate(us)):
@@ -86,6 +104,14 @@ class Vectorizer:
             if any(s is None for s in srcs):
                 return None
             return self.new(UOps.ALU, first.dtype, (first.srcs[0], *srcs), Ops.WHERE, lanes=n)
+        if first.op is UOps.ALU and first.arg is Ops.WHERE and all(u.arg is Ops.WHERE for u in us) \
+                and first.dtype is dtypes.float32:
+            # a condition of each lane's own (relu's x > 0): a comparison's mask selects lane by lane
+            lanes = [tuple(u.srcs[i] for u in us) for i in range(3)]
+            srcs = [self.mask(lanes[0]), self.match(lanes[1]), self.match(lanes[2])]
+            if any(s is None for s in srcs):
+                return None
+            return self.new(UOps.ALU, first.dtype, srcs, Ops.WHERE, lanes=n)
         if first.op is UOps.ALU and first.arg in VECTOR_ALU and all(u.arg is first.arg for u in us):
             srcs = [self.match(tuple(u.srcs[i] for u in us)) for i in range(len(first.srcs))]
             if any(s is None for s in srcs):
@@ -96,6 +122,24 @@ class Vectorizer:
             if all(self.vector_of[id(u)] == (vec, k) for k, u in enumerate(us)):
                 return vec
         return None
+
+    def mask(self, us: tuple[UOp, ...]) -> UOp | None:
+        """The mask whose lane k is the bool us[k]: float32 comparisons of matched vectors, and the AND,
+        OR and XOR of masks; None for any other bool (a loaded one is bytes, not a mask)."""
+        key = ("mask", *(id(u) for u in us))
+        if key not in self.matched:
+            first, found = us[0], None
+            if first.op is UOps.ALU and all(u.op is UOps.ALU and u.arg is first.arg for u in us):
+                if first.arg in MASK_COMPARES and first.srcs[0].dtype is dtypes.float32:
+                    srcs = [self.match(tuple(u.srcs[i] for u in us)) for i in (0, 1)]
+                elif first.arg in MASK_LOGIC:
+                    srcs = [self.mask(tuple(u.srcs[i] for u in us)) for i in (0, 1)]
+                else:
+                    srcs = [None]
+                if all(s is not None for s in srcs):
+                    found = self.new(UOps.ALU, dtypes.bool, srcs, first.arg, lanes=len(us))
+            self.matched[key] = found
+        return self.matched[key]
 
     def groups(self, members: list[UOp]) -> list[tuple[UOp, ...]]:
         """Lane-ordered UOps of one role (one per lane), cut into groups of neighbours a vector wide
@@ -121,8 +165,9 @@ class Vectorizer:
                 stores.setdefault(id(u.srcs[0]), []).append(u)
         for found in stores.values():
             if len(found) == self.upcast:
-                for group in self.groups(found):
-                    self.vectorize_store(group)
+                done = [self.vectorize_store(group) for group in self.groups(found)]
+                if not any(done) and self.second > 1:
+                    self.vectorize_transposed_stores(found)
         return self.emit()
 
     def vectorize_accumulators(self, accs: tuple[UOp, ...], updates: list[list[UOp]]) -> None:
@@ -169,17 +214,45 @@ class Vectorizer:
         self.replace_at[id(total)] = lanes[0]
         self.renamed[id(total)] = lanes[0]
 
-    def vectorize_store(self, stores: tuple[UOp, ...]) -> None:
+    def vectorize_store(self, stores: tuple[UOp, ...]) -> bool:
         first = stores[0]
         if any(s.dtype is not first.dtype or (s.arg - first.arg) != Num(k) for k, s in enumerate(stores)):
-            return
+            return False
         value = self.match(tuple(s.srcs[1] for s in stores))
         if value is None:
-            return
+            return False
+        self.replace_stores(stores, value)
+        return True
+
+    def replace_stores(self, stores: tuple[UOp, ...], value: UOp) -> None:
+        first = stores[0]
         self.replace_at[id(first)] = self.new(UOps.STORE, first.dtype, (first.srcs[0], value), first.arg,
                                               lanes=len(stores))
         for s in stores[1:]:
             self.replace_at[id(s)] = None
+
+    def vectorize_transposed_stores(self, stores: list[UOp]) -> None:
+        """Stores side by side along the second upcast axis (the module docstring's transposing kernel):
+        stores[i + fastest * j] is lane i of the first axis and j of the second (then the other axes)."""
+        f, n = self.fastest, self.second
+        w = lane_width(n, stores[0].dtype, self.width)
+        if w != n:
+            return
+        across = lane_width(f, stores[0].dtype, self.width)  # the values' vectors, along the first axis
+        for block in range(0, len(stores), f * n):
+            rows = [[stores[block + i + f * j] for i in range(f)] for j in range(n)]
+            vectors = [[self.match(tuple(s.srcs[1] for s in row[i:i + across])) for i in range(0, f, across)]
+                       if across else [] for row in rows]
+            for i in range(f):
+                group = tuple(row[i] for row in rows)
+                first = group[0]
+                if any(s.dtype is not first.dtype or (s.arg - first.arg) != Num(k) for k, s in enumerate(group)):
+                    return
+                lanes = []
+                for j, s in enumerate(group):
+                    vec = vectors[j][i // across] if across else None
+                    lanes.append(s.srcs[1] if vec is None else self.new(UOps.GEP, s.dtype, (vec,), i % across))
+                self.replace_stores(group, self.new(UOps.VEC, first.dtype, lanes, lanes=n))
 
     def emit(self) -> list[UOp]:
         """The kernel's UOps with the vectors in: each vector UOp placed just before the first UOp that
@@ -233,10 +306,10 @@ def dead_code_removed(uops: list[UOp]) -> list[UOp]:
 
 
 def vectorize(uops: list[UOp], upcast: int, fastest: int, width: int, shared: set[int] | None = None,
-              sums: list[tuple[UOp, list[UOp]]] | None = None) -> list[UOp]:
+              sums: list[tuple[UOp, list[UOp]]] | None = None, second: int = 1) -> list[UOp]:
     """The kernel's UOps with its lanes packed into vectors of `width` float32s (module docstring);
-    `fastest`: the lanes of the first upcast axis; `shared`: the ids of ACCs no lane owns. The UOps
-    as they were where lanes do not group (no upcast, a SPLIT's partials)."""
+    `fastest`, `second`: the lanes of the first and second upcast axes; `shared`: the ids of ACCs no
+    lane owns. The UOps as they were where lanes do not group (no upcast, a SPLIT's partials)."""
     if (upcast == 1 and not sums) or any(u.op is UOps.ACCS for u in uops):
         return uops
-    return Vectorizer(uops, upcast, fastest, width, shared or set(), sums or []).run()
+    return Vectorizer(uops, upcast, fastest, width, shared or set(), sums or [], second).run()

@@ -22,7 +22,8 @@ from ..ops import Ops
 
 CTYPES = {"bool": "unsigned char", "int32": "int", "int64": "long long", "float32": "float", "float64": "double"}
 UNSIGNED = {"int32": "unsigned int", "int64": "unsigned long long"}
-DTYPE_SIZE = {"float32": 4, "float64": 8}  # bytes an entry, of the dtypes vectors hold (codegen/vectorize.py)
+# bytes an entry, of the dtypes vectors hold (codegen/vectorize.py; int32: a float32 comparison's mask)
+DTYPE_SIZE = {"float32": 4, "float64": 8, "int32": 4}
 LIBM = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SQRT: "sqrt", Ops.SIN: "sin"}
 
 
@@ -118,13 +119,17 @@ class CRenderer(Renderer):
         self.split_parts = 16 if wide_vectors else 8
 
     def ctype(self, dtype: DType, lanes: int = 1) -> str:
-        """The C type of a value; of a vector of `lanes` of them, its typedef (`vector_types`)."""
+        """The C type of a value; of a vector of `lanes` of them, its typedef (`vector_types`). A vector
+        of bools is a float32 comparison's mask: ints, -1 where true and 0 where false."""
+        if lanes > 1 and dtype is dtypes.bool:
+            return f"intx{lanes}"
         return CTYPES[dtype.name] if lanes == 1 else f"{CTYPES[dtype.name]}x{lanes}"
 
     def vector_types(self, kernel: Kernel) -> list[str]:
         """The typedefs of the vector types a kernel uses: gcc's vector extension, whose +, * and - act
         lane by lane and compile to vector instructions (split into several where the CPU's are narrower)."""
-        used = sorted({(u.dtype.name, u.lanes) for u in kernel.uops if u.lanes > 1})
+        used = sorted({("int32" if u.dtype is dtypes.bool else u.dtype.name, u.lanes) for u in kernel.uops
+                       if u.lanes > 1})
         return [f"typedef {CTYPES[name]} {CTYPES[name]}x{n} __attribute__((vector_size({n * DTYPE_SIZE[name]})));"
                 for name, n in used]
 
@@ -368,7 +373,12 @@ class CRenderer(Renderer):
     def render_alu(self, src: Source, u: UOp) -> None:
         src.names[id(u)] = u.name
         src_dtype = u.srcs[-1].dtype if u.arg is Ops.WHERE else u.srcs[0].dtype
-        expr = self.alu(u.arg, u.dtype, [src.names[id(s)] for s in u.srcs], src_dtype)  # (a vector's: the same)
+        names = [src.names[id(s)] for s in u.srcs]
+        if u.arg is Ops.WHERE and u.srcs[0].lanes > 1:  # a mask's select, bit by bit (C has no vector ?:)
+            mask, ints = names[0], self.ctype(dtypes.bool, u.lanes)
+            expr = f"({self.ctype(u.dtype, u.lanes)})((({ints}){names[1]}&{mask})|(({ints}){names[2]}&~{mask}))"
+        else:
+            expr = self.alu(u.arg, u.dtype, names, src_dtype)  # (a vector's: the same)
         src.add(f"{self.ctype(u.dtype, u.lanes)} {u.name} = {expr};")
 
     def render_update(self, src: Source, u: UOp) -> None:
@@ -384,7 +394,7 @@ class CRenderer(Renderer):
 
     def render_vec(self, src: Source, u: UOp) -> None:
         src.names[id(u)] = u.name
-        lanes = ", ".join([src.names[id(u.srcs[0])]] * u.lanes)
+        lanes = ", ".join(src.names[id(s)] for s in (u.srcs if len(u.srcs) == u.lanes else u.srcs * u.lanes))
         src.add(f"{self.ctype(u.dtype, u.lanes)} {u.name} = {{{lanes}}};")
 
     def render_gep(self, src: Source, u: UOp) -> None:

@@ -185,13 +185,13 @@ def test_a_transposing_copy_writes_sixteen_rows_a_pass():
 def test_an_expression_written_across_a_short_axis_takes_lanes_along_the_long_one():
     """A layernorm-like expression, x * rstd per row, written in (rows / 8, cols, 8) order: its last
     loop (8 entries) reads x 64 floats apart, its middle one side by side. across_axes upcasts the
-    middle one by 16 (vector loads, the per-row value computed once a pass); written in plain order
-    it keeps its loop."""
+    middle one by 16 (vector loads, the per-row value computed once a pass) and the short one whole
+    (vector stores, test_vectorize.py); written in plain order it keeps its loop."""
     x, r = rand(64, 64), rand(64, 1, seed=1)
     y = x * (r * r + 1.0).sqrt().reciprocal()
     tiled = y.reshape(8, 8, 64).permute(0, 2, 1).contiguous()  # (8, 64, 8): entry [i, c, j] is y[8i + j, c]
     item = only_item(tiled)
-    assert item.root.shape == (8, 64, 8) and across_axes(item, set()) == {1: 16}
+    assert item.root.shape == (8, 64, 8) and across_axes(item, set()) == {1: 16, 2: 8}  # (stores: the 8)
     assert Opt(OptOps.UPCAST, 1, 16) in heuristic_opts(item, CPU, 1)
     assert across_axes(only_item(y.contiguous()), set()) == {}
     want = (x.numpy() / np.sqrt(r.numpy() ** 2 + 1)).reshape(8, 8, 64).transpose(0, 2, 1)

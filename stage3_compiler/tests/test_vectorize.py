@@ -4,6 +4,7 @@ vectorized kernel computes the same bits as its lanes computed one by one."""
 import numpy as np
 
 from .. import Tensor
+from ..codegen.heuristics import heuristic_opts
 from ..codegen.lower import lower
 from ..codegen.opts import Opt, OptOps
 from ..codegen.uops import UOps
@@ -99,3 +100,45 @@ def test_matmul_results_match_numpy_through_the_vectors():
     a, b = rng.standard_normal((48, 40)).astype(np.float32), rng.standard_normal((40, 80)).astype(np.float32)
     out = (Tensor(a) @ Tensor(b) + 1).relu().numpy()
     np.testing.assert_allclose(out, np.maximum(a.astype(np.float64) @ b + 1, 0), rtol=1e-5, atol=1e-5)
+
+
+def relu_input(rows: int, cols: int):
+    """Normal floats with a NaN, a -0.0 and a +0.0 in the first row: relu's select keeps their bits."""
+    x = np.random.default_rng(2).standard_normal((rows, cols)).astype(np.float32)
+    x[0, :3] = [np.nan, -0.0, 0.0]
+    return Tensor(x)
+
+
+def test_a_panel_copy_transposes_its_lanes_in_registers():
+    # relu(x) * y written as panels of 8 rows, (rows / 8, cols, 8): its loads run along the columns,
+    # its stores along the panel's rows. Both are vectors: each store's vector takes one lane of
+    # each of 8 loaded ones (VEC of GEPs), and relu's select is a comparison's mask
+    x, y = relu_input(32, 64), rand(32, 64, seed=1)
+    panels = (x.relu() * y).reshape(4, 8, 64).permute(0, 2, 1).contiguous()
+    item, stored = last_item(panels)
+    opts = heuristic_opts(item, CPU, 1)
+    assert opts == (Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.UPCAST, 2, 8))
+    kernel = lower(item, stored, CPU, opts)
+    found = vectors(kernel)
+    assert found[UOps.LOAD] == {16} and found[UOps.STORE] == {8} and 16 in found[UOps.ALU]
+    stores = [u for u in kernel.uops if u.op is UOps.STORE]
+    assert len(stores) == 16 and all(u.srcs[1].op is UOps.VEC and len(u.srcs[1].srcs) == 8 and
+                                     all(s.op is UOps.GEP for s in u.srcs[1].srcs) for u in stores)
+    assert np.array_equal(run_with(item, stored, opts), scalar_bits(item, stored, opts))
+    want = (np.where(x.numpy() <= 0, 0, x.numpy()) * y.numpy()).reshape(4, 8, 64).transpose(0, 2, 1)
+    np.testing.assert_array_equal(panels.numpy(), want)
+
+
+def test_a_panel_copy_of_a_transposed_matrix_reads_runs_of_64_floats():
+    # entry [p, k, r] is x[k, 8p + r] (x.T packed as the A of x.T @ y): side by side along r, and
+    # the run of memory goes on along p. Both upcast: a pass reads 64 floats of one row of x
+    x = relu_input(16, 128)
+    panels = x.relu().reshape(16, 16, 8).permute(1, 0, 2).contiguous()
+    item, stored = last_item(panels)
+    opts = heuristic_opts(item, CPU, 1)
+    assert opts == (Opt(OptOps.UPCAST, 2, 8), Opt(OptOps.UPCAST, 0, 8))
+    found = vectors(lower(item, stored, CPU, opts))
+    assert found[UOps.LOAD] == {8} and found[UOps.STORE] == {8}
+    assert np.array_equal(run_with(item, stored, opts), scalar_bits(item, stored, opts))
+    want = np.where(x.numpy() <= 0, 0, x.numpy()).reshape(16, 16, 8).transpose(1, 0, 2)
+    np.testing.assert_array_equal(panels.numpy(), want)
