@@ -82,6 +82,7 @@ class Lowerer:
         self.rows: dict[str, Row] = {}
         self.before_loop = 0  # where a row's accumulators go: before the reduction loop
         self.steps: list[tuple[UOp, Row]] = []  # (rescale, row) of each softmax term a value read
+        self.gate: UOp | None = None  # while a computed base is read through a padded view: its validity
 
     def emit(self, op: UOps, dtype: DType | None, srcs: tuple = (), arg: Any = None) -> UOp:
         u = UOp(op, dtype, tuple(srcs), arg, f"v{len(self.uops)}")
@@ -115,35 +116,55 @@ class Lowerer:
         if 0 in base.shape:  # nothing to read: a view of an empty base is all padding (its value 0)
             return self.const(False if v.dtype is dtypes.bool else 0, v.dtype)
         flat, valid = v.st.expr_idxs(idxs)
-        clamp = False
-        if valid is not None and self.loads(base):  # the index where the view is valid: simpler, clamped
+        cond = None if valid is None else \
+            self.cached(("cond", render(valid)), lambda: self.emit(UOps.COND, dtypes.bool, arg=valid))
+        gate = None
+        if valid is not None and not (base.op is Ops.CONST and base.buffer is None):
+            # the index where the view is valid: simpler (a concatenation's piece at a plain offset, a padded
+            # row without the division by its length), and read only there: the loads under it are gated
             narrow, _ = v.st.expr_idxs(idxs, where_valid=True)
-            flat, clamp = narrow, narrow != flat
+            if narrow != flat:
+                flat, gate = narrow, cond
         if base.op is Ops.CONST and base.buffer is None:
             value = self.const(base.arg, base.dtype)
         elif self.loads(base):
-            value = self.load(base, flat, clamp)
+            value = self.load(base, flat, gate or self.gate)
         else:
-            value = self.base(base, unflatten(flat, base.shape))
+            value = self.gated(gate, lambda: self.base(base, unflatten(flat, base.shape)))
         if valid is None:
             return value
-        cond = self.cached(("cond", render(valid)), lambda: self.emit(UOps.COND, dtypes.bool, arg=valid))
         zero = self.const(False if v.dtype is dtypes.bool else 0, v.dtype)
         return self.cached(("where", cond.name, value.name), lambda: self.alu(Ops.WHERE, v.dtype, cond, value, zero))
 
     def loads(self, base: LazyBuffer) -> bool:
         return id(base) not in self.outputs and (base.buffer is not None or id(base) in self.stored)
 
-    def load(self, base: LazyBuffer, flat: Node, clamp: bool = False) -> UOp:
+    def load(self, base: LazyBuffer, flat: Node, gate: UOp | None = None) -> UOp:
+        """base at flat; with a gate (a padded view's validity), read only where it holds (0 elsewhere)."""
         buf = self.global_of(base)
         # A view that pads computes its index outside the padding too, where the WHERE after the load
         # throws the value away; such an index may fall outside the buffer (before its start, even),
         # so the load is clamped into it: reading past a buffer can fault, and is never ours to read.
-        # (`clamp`: an index simplified for where the view is valid, whose range says nothing elsewhere.)
+        # A gated load needs no clamp: its index (simplified for where the view is valid, `view`) is read
+        # only there, and a gated loop is one the C compiler vectorizes with masked loads.
         size = numel(base.shape)
-        bound = None if 0 <= flat.min and flat.max < size and not clamp else size - 1
-        return self.cached(("load", id(base), render(flat)),
-                           lambda: self.emit(UOps.LOAD, base.dtype, (buf,), (flat, bound)))
+        bound = None if gate is not None or 0 <= flat.min and flat.max < size else size - 1
+        srcs = (buf,) if gate is None else (buf, gate)
+        return self.cached(("load", id(base), render(flat), None if gate is None else gate.name),
+                           lambda: self.emit(UOps.LOAD, base.dtype, srcs, (flat, bound)))
+
+    def gated(self, gate: UOp | None, compute):
+        """compute() with every load under it gated (a computed base read through a padded view at the
+        index simplified for where the view is valid: its loads may fall outside their buffers elsewhere).
+        Its values are cached apart (the same index read without the gate is another value), for this
+        read alone (a cache kept longer would outlive the loop that computed its values)."""
+        if gate is None or self.gate is not None:
+            return compute()
+        outside, self.gate, self.cache = self.cache, gate, {}
+        try:
+            return compute()
+        finally:
+            self.cache, self.gate = outside, None
 
     def alu(self, op: Ops, dtype: DType, *srcs: UOp) -> UOp:
         self.alu_count += 1

@@ -92,7 +92,8 @@ class Vectorizer:
             index, bound = first.arg
             if first.dtype not in VECTOR_DTYPES:
                 return None  # (a bool vector is a comparison's mask, not bytes: see `mask`)
-            if bound is not None or any(u.srcs[0] is not first.srcs[0] or u.arg[1] is not None for u in us):
+            if bound is not None or len(first.srcs) > 1 or \
+                    any(u.srcs[0] is not first.srcs[0] or u.arg[1] is not None or len(u.srcs) > 1 for u in us):
                 return None
             if any((u.arg[0] - index) != Num(k) for k, u in enumerate(us)):
                 return None  # not side by side: a gather, left to the scalar code

@@ -357,7 +357,10 @@ class CRenderer(Renderer):
             src.add(f"{self.ctype(u.dtype, u.lanes)} {u.name}; __builtin_memcpy(&{u.name}, "
                     f"{src.names[id(u.srcs[0])]} + {self.load_index(u)}, sizeof({u.name}));")
             return
-        src.add(f"{self.ctype(u.dtype)} {u.name} = {src.names[id(u.srcs[0])]}[{self.load_index(u)}];")
+        value = f"{src.names[id(u.srcs[0])]}[{self.load_index(u)}]"
+        if len(u.srcs) > 1:  # gated: read only where the gate holds (a masked load, where the loop vectorizes)
+            value = f"({src.names[id(u.srcs[1])]}?{value}:{self.const(False if u.dtype is dtypes.bool else 0, u.dtype)})"
+        src.add(f"{self.ctype(u.dtype)} {u.name} = {value};")
 
     def render_cast(self, src: Source, u: UOp) -> None:
         src.names[id(u)] = u.name

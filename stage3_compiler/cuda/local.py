@@ -65,6 +65,8 @@ def local_plan(kernel: Kernel) -> LocalPlan | None:
     for u in kernel.uops[start:end]:
         if u.op is not UOps.LOAD:
             continue
+        if len(u.srcs) > 1:
+            return None  # a gated load (a padded view): the copy would read where the gate does not hold
         names = _names(u.arg[0])
         if loop.var not in names:
             return None
