@@ -26,7 +26,7 @@ class UOps(Enum):
     ENDRANGE = auto()  # the innermost open loop closes
     CONST = auto()  # a constant; arg: its Python value
     COND = auto()  # a padded view's validity condition; arg: a symbolic Node
-    LOAD = auto()  # srcs: (GLOBAL,) or (GLOBAL, gate): read only where the gate holds, else 0; arg: (index Node, clamp bound or None)
+    LOAD = auto()  # srcs: (GLOBAL,), or (GLOBAL, gate): read where the gate holds, else 0; arg: (index, clamp bound)
     ALU = auto()  # arg: the Ops member; srcs: its operands
     CAST = auto()  # srcs: (value,); dtype: the target
     ACC = auto()  # an accumulator; arg: its identity

@@ -359,7 +359,8 @@ class CRenderer(Renderer):
             return
         value = f"{src.names[id(u.srcs[0])]}[{self.load_index(u)}]"
         if len(u.srcs) > 1:  # gated: read only where the gate holds (a masked load, where the loop vectorizes)
-            value = f"({src.names[id(u.srcs[1])]}?{value}:{self.const(False if u.dtype is dtypes.bool else 0, u.dtype)})"
+            zero = self.const(False if u.dtype is dtypes.bool else 0, u.dtype)
+            value = f"({src.names[id(u.srcs[1])]}?{value}:{zero})"
         src.add(f"{self.ctype(u.dtype)} {u.name} = {value};")
 
     def render_cast(self, src: Source, u: UOp) -> None:
