@@ -240,19 +240,21 @@ class Vectorizer:
         if w != n:
             return
         across = lane_width(f, stores[0].dtype, self.width)  # the values' vectors, along the first axis
+        if not across:
+            return
         for block in range(0, len(stores), f * n):
             rows = [[stores[block + i + f * j] for i in range(f)] for j in range(n)]
             vectors = [[self.match(tuple(s.srcs[1] for s in row[i:i + across])) for i in range(0, f, across)]
-                       if across else [] for row in rows]
+                       for row in rows]
+            if any(v is None for row in vectors for v in row):
+                return  # (a lane's scalar may read an accumulator that is now a vector: left to emit's GEPs)
             for i in range(f):
                 group = tuple(row[i] for row in rows)
                 first = group[0]
                 if any(s.dtype is not first.dtype or (s.arg - first.arg) != Num(k) for k, s in enumerate(group)):
                     return
-                lanes = []
-                for j, s in enumerate(group):
-                    vec = vectors[j][i // across] if across else None
-                    lanes.append(s.srcs[1] if vec is None else self.new(UOps.GEP, s.dtype, (vec,), i % across))
+                lanes = [self.new(UOps.GEP, s.dtype, (vectors[j][i // across],), i % across)
+                         for j, s in enumerate(group)]
                 self.replace_stores(group, self.new(UOps.VEC, first.dtype, lanes, lanes=n))
 
     def emit(self) -> list[UOp]:

@@ -142,3 +142,18 @@ def test_a_panel_copy_of_a_transposed_matrix_reads_runs_of_64_floats():
     assert np.array_equal(run_with(item, stored, opts), scalar_bits(item, stored, opts))
     want = np.where(x.numpy() <= 0, 0, x.numpy()).reshape(16, 16, 8).transpose(1, 0, 2)
     np.testing.assert_array_equal(panels.numpy(), want)
+
+
+def test_a_tile_stored_along_its_second_axis_keeps_a_scalar_epilogue_scalar():
+    # the tile's lanes load side by side along its first axis (x's columns, 16) and store side by side
+    # along its second (8): its accumulators are vectors, but the epilogue (a square root of a value of
+    # each row, libm's: no vector of it) is not, so its stores stay scalars that read their lanes out of
+    # the accumulators (the transposed stores had read the replaced scalar accumulators, which no
+    # longer exist: nanochat's prefill, an RMSNorm's scale in a product's epilogue)
+    x, y = rand(64, 32), rand(64, 64, seed=1)
+    w = Tensor(np.arange(1, 33, dtype=np.float32).reshape(32, 1))
+    item, stored = last_item((x.T @ y.T) + w.sqrt())
+    opts = [Opt(OptOps.UPCAST, 0, 16), Opt(OptOps.UPCAST, 1, 8)]
+    kernel = lower(item, stored, CPU, tuple(opts))
+    assert vectors(kernel)[UOps.ACC] == {16} and UOps.STORE not in vectors(kernel)
+    assert np.array_equal(run_with(item, stored, opts), scalar_bits(item, stored, opts))
