@@ -16,8 +16,7 @@ the same computation in every lane, matched from the update back to the loads:
   load;
 - the same ALU op (ADD, MUL, NEG) over matched operands is one vector op, and a select (WHERE)
   by one condition all the lanes share picks one of two matched vectors; float32 comparisons are a
-  mask, by which a WHERE selects lane by lane (relu's x <= 0), and float32 MAX, EXP2, POW2 and RECIP
-  are the renderer's vector versions of its scalar ones (the math formulas, tanh in an epilogue).
+  mask, by which a WHERE selects lane by lane (relu's x > 0).
 The stores of a group write consecutive entries of one buffer and become one vector store when
 their values match the same way (after the loop, the accumulators); a value that does not match
 reads its lane out of the vector (GEP). What does not match stays scalar, as lowered.
@@ -44,7 +43,6 @@ VECTOR_ALU = (Ops.ADD, Ops.MUL, Ops.NEG, Ops.DIV)  # ops every vector type has a
 # a vector WHERE reads: the renderer selects by it bit by bit
 MASK_COMPARES = (Ops.CMPLT, Ops.CMPEQ, Ops.CMPNE)
 MASK_LOGIC = (Ops.AND, Ops.OR, Ops.XOR)  # of two masks: a mask
-VECTOR_MATH = (Ops.MAX, Ops.EXP2, Ops.POW2, Ops.RECIP)  # float32 ops the renderer writes for vectors too
 VECTOR_DTYPES = (dtypes.float32, dtypes.float64)
 
 
@@ -115,14 +113,6 @@ class Vectorizer:
             if any(s is None for s in srcs):
                 return None
             return self.new(UOps.ALU, first.dtype, srcs, Ops.WHERE, lanes=n)
-        if first.op is UOps.ALU and first.arg in VECTOR_MATH and first.dtype is dtypes.float32 \
-                and all(u.arg is first.arg for u in us):
-            # max, exp2 and pow2 (the math formulas' steps: tanh in a matmul's epilogue) as the
-            # renderer's vector selects and functions, bit for bit the scalar ones
-            srcs = [self.match(tuple(u.srcs[i] for u in us)) for i in range(len(first.srcs))]
-            if any(s is None for s in srcs):
-                return None
-            return self.new(UOps.ALU, first.dtype, srcs, first.arg, lanes=n)
         if first.op is UOps.ALU and first.arg in VECTOR_ALU and all(u.arg is first.arg for u in us):
             srcs = [self.match(tuple(u.srcs[i] for u in us)) for i in range(len(first.srcs))]
             if any(s is None for s in srcs):

@@ -25,7 +25,6 @@ UNSIGNED = {"int32": "unsigned int", "int64": "unsigned long long"}
 # bytes an entry, of the dtypes vectors hold (codegen/vectorize.py; int32: a float32 comparison's mask)
 DTYPE_SIZE = {"float32": 4, "float64": 8, "int32": 4}
 LIBM = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SQRT: "sqrt", Ops.SIN: "sin"}
-VECTOR_FUNCTIONS = (Ops.MAX, Ops.EXP2, Ops.POW2)  # float32 vector ops written as vector_math's functions
 
 
 # 2**x for float32, within 1 ulp of 2**x rounded once from float64 for every one of the 2**32
@@ -73,42 +72,6 @@ static inline __attribute__((always_inline)) double sitp_pow2(double x) {
                                              s2 = {(unsigned long long)(n2 + 1023) << 52};
   return x > -1076.0 ? s1.f * s2.f : x != x ? x : 0.0;
 }
-#endif"""
-
-
-def vector_math(lanes: int) -> str:
-    """EXP2F's and POW2's float32 formulas for a vector of `lanes` floats (gcc's vector types: a
-    comparison is a mask of ints, -1 where true, and a select takes bits by it), op for op the scalar
-    ones, so every lane's bits are the scalar function's: a matmul's epilogue of math (nanochat's
-    soft-capped logits, a tanh) runs in vectors instead of lane by lane."""
-    f, i = f"floatx{lanes}", f"intx{lanes}"
-    splat = ", ".join(["129.0f"] * lanes)
-    return rf"""#ifndef SITP_VECTOR_MATH_X{lanes}
-#define SITP_VECTOR_MATH_X{lanes}
-static inline __attribute__((always_inline)) {f} sitp_select_x{lanes}({i} m, {f} a, {f} b) {{
-  return ({f})((({i})a & m) | (({i})b & ~m));
-}}
-static inline __attribute__((always_inline)) {f} sitp_clamp2_x{lanes}({f} x) {{  /* sitp_exp2f's c */
-  const {f} zero = {{0}}, top = {{{splat}}};
-  return sitp_select_x{lanes}(x > -151.0f, sitp_select_x{lanes}(x > 129.0f, top, x), zero);  /* NaN too: 0 */
-}}
-static inline __attribute__((always_inline)) {f} sitp_exp2f_x{lanes}({f} x) {{
-  const {f} zero = {{0}};
-  {f} c = sitp_clamp2_x{lanes}(x);
-  {f} n = (c + 0x1.8p23f) - 0x1.8p23f;
-  {f} r = c - n;
-  {f} p = 1.0f + r * (0x1.62e430p-1f + r * (0x1.ebfbe0p-3f + r * (0x1.c6b08ep-5f +
-          r * (0x1.3b2ab6p-7f + r * (0x1.5d87fep-10f + r * (0x1.430912p-13f + r * 0x1.ffcbfcp-17f))))));
-  {i} ni = __builtin_convertvector(n, {i}), n1 = ni >> 1, n2 = ni - n1;
-  {f} e = (p * ({f})((n1 + 127) << 23)) * ({f})((n2 + 127) << 23);
-  return sitp_select_x{lanes}(x > -151.0f, e, sitp_select_x{lanes}(x != x, x, zero));
-}}
-static inline __attribute__((always_inline)) {f} sitp_pow2f_x{lanes}({f} x) {{
-  const {f} zero = {{0}};
-  {i} n = __builtin_convertvector(sitp_clamp2_x{lanes}(x), {i}), n1 = n >> 1, n2 = n - n1;
-  {f} e = ({f})((n1 + 127) << 23) * ({f})((n2 + 127) << 23);
-  return sitp_select_x{lanes}(x > -151.0f, e, sitp_select_x{lanes}(x != x, x, zero));
-}}
 #endif"""
 
 
@@ -166,15 +129,9 @@ class CRenderer(Renderer):
         """The typedefs of the vector types a kernel uses: gcc's vector extension, whose +, * and - act
         lane by lane and compile to vector instructions (split into several where the CPU's are narrower)."""
         used = sorted({("int32" if u.dtype is dtypes.bool else u.dtype.name, u.lanes) for u in kernel.uops
-                       if u.lanes > 1} | {("int32", n) for n in self.math_lanes(kernel)})
+                       if u.lanes > 1})
         return [f"typedef {CTYPES[name]} {CTYPES[name]}x{n} __attribute__((vector_size({n * DTYPE_SIZE[name]})));"
                 for name, n in used]
-
-    @staticmethod
-    def math_lanes(kernel: Kernel) -> list[int]:
-        """The lane counts of the kernel's vector MAX, EXP2, POW2 and selects by a mask (vector_math's)."""
-        return sorted({u.lanes for u in kernel.uops if u.op is UOps.ALU and u.lanes > 1 and u.dtype is dtypes.float32
-                       and (u.arg in VECTOR_FUNCTIONS or u.arg is Ops.WHERE and u.srcs[0].lanes > 1)})
 
     def const(self, value, dtype: DType) -> str:
         text = self._literal(value, dtype)
@@ -319,8 +276,7 @@ class CRenderer(Renderer):
         protos = [f"{t} {name}({t});" for name, t in sorted(calls.items()) if name != self.exp2f]
         pow2 = any(u.op is UOps.ALU and u.arg is Ops.POW2 for u in kernel.uops)
         return [*protos, *([EXP2F] if self.exp2f in calls else []), *([POW2] if pow2 else []),
-                *self.vector_types(kernel), *(vector_math(n) for n in self.math_lanes(kernel)),
-                *(["#pragma GCC push_options", *pragmas] if pragmas else [])]
+                *self.vector_types(kernel), *(["#pragma GCC push_options", *pragmas] if pragmas else [])]
 
     def render(self, kernel: Kernel) -> str:
         pragmas = self.pragmas(kernel)
@@ -422,14 +378,9 @@ class CRenderer(Renderer):
         src.names[id(u)] = u.name
         src_dtype = u.srcs[-1].dtype if u.arg is Ops.WHERE else u.srcs[0].dtype
         names = [src.names[id(s)] for s in u.srcs]
-        n = u.lanes
         if u.arg is Ops.WHERE and u.srcs[0].lanes > 1:  # a mask's select, bit by bit (C has no vector ?:)
-            expr = f"sitp_select_x{n}({names[0]}, {names[1]}, {names[2]})"
-        elif n > 1 and u.arg is Ops.MAX:  # NaN-propagating, as the scalar max
-            a, b = names
-            expr = f"sitp_select_x{n}(({a}>{b})|({a}!={a}), {a}, {b})"
-        elif n > 1 and u.arg in (Ops.EXP2, Ops.POW2):
-            expr = f"sitp_{'exp2' if u.arg is Ops.EXP2 else 'pow2'}f_x{n}({names[0]})"
+            mask, ints = names[0], self.ctype(dtypes.bool, u.lanes)
+            expr = f"({self.ctype(u.dtype, u.lanes)})((({ints}){names[1]}&{mask})|(({ints}){names[2]}&~{mask}))"
         else:
             expr = self.alu(u.arg, u.dtype, names, src_dtype)  # (a vector's: the same)
         src.add(f"{self.ctype(u.dtype, u.lanes)} {u.name} = {expr};")
