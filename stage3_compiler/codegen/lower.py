@@ -128,7 +128,7 @@ class Lowerer:
         if base.op is Ops.CONST and base.buffer is None:
             value = self.const(base.arg, base.dtype)
         elif self.loads(base):
-            value = self.load(base, flat, gate or self.gate)
+            value = self.load(base, flat, self.both(self.gate, gate))
         else:
             value = self.gated(gate, lambda: self.base(base, unflatten(flat, base.shape)))
         if valid is None:
@@ -158,13 +158,21 @@ class Lowerer:
         index simplified for where the view is valid: its loads may fall outside their buffers elsewhere).
         Its values are cached apart (the same index read without the gate is another value), for this
         read alone (a cache kept longer would outlive the loop that computed its values)."""
-        if gate is None or self.gate is not None:
+        if gate is None:
             return compute()
-        outside, self.gate, self.cache = self.cache, gate, {}
+        outside, before = self.cache, self.gate
+        self.gate, self.cache = self.both(before, gate), {}
         try:
             return compute()
         finally:
-            self.cache, self.gate = outside, None
+            self.cache, self.gate = outside, before
+
+    def both(self, a: UOp | None, b: UOp | None) -> UOp | None:
+        """The gate of a load under two padded views (an inner view's index is right only where the outer
+        one is valid too): their AND, or the one there is."""
+        if a is None or b is None:
+            return a or b
+        return self.cached(("both", a.name, b.name), lambda: self.alu(Ops.AND, dtypes.bool, a, b))
 
     def alu(self, op: Ops, dtype: DType, *srcs: UOp) -> UOp:
         self.alu_count += 1
@@ -174,7 +182,7 @@ class Lowerer:
         if id(b) in self.accs:
             return self.accs[id(b)]  # a reduction this kernel holds: its accumulator
         if self.loads(b):
-            return self.load(b, flat_index(idxs, b.shape))
+            return self.load(b, flat_index(idxs, b.shape), self.gate)
         if b.op is Ops.CONST:
             return self.const(b.arg, b.dtype)
         if self.item.online is not None and b is self.item.online.probs:

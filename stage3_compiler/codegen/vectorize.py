@@ -16,7 +16,7 @@ the same computation in every lane, matched from the update back to the loads:
   load;
 - the same ALU op (ADD, MUL, NEG) over matched operands is one vector op, and a select (WHERE)
   by one condition all the lanes share picks one of two matched vectors; float32 comparisons are a
-  mask, by which a WHERE selects lane by lane (relu's x > 0).
+  mask, by which a WHERE selects lane by lane (relu's x <= 0).
 The stores of a group write consecutive entries of one buffer and become one vector store when
 their values match the same way (after the loop, the accumulators); a value that does not match
 reads its lane out of the vector (GEP). What does not match stays scalar, as lowered.
@@ -107,7 +107,7 @@ class Vectorizer:
             return self.new(UOps.ALU, first.dtype, (first.srcs[0], *srcs), Ops.WHERE, lanes=n)
         if first.op is UOps.ALU and first.arg is Ops.WHERE and all(u.arg is Ops.WHERE for u in us) \
                 and first.dtype is dtypes.float32:
-            # a condition of each lane's own (relu's x > 0): a comparison's mask selects lane by lane
+            # a condition of each lane's own (relu's x <= 0): a comparison's mask selects lane by lane
             lanes = [tuple(u.srcs[i] for u in us) for i in range(3)]
             srcs = [self.mask(lanes[0]), self.match(lanes[1]), self.match(lanes[2])]
             if any(s is None for s in srcs):

@@ -4,6 +4,11 @@ base, and the kernel that finally reads them turns the view into index arithmeti
 import numpy as np
 
 from .. import GlobalCounters, Tensor
+from ..codegen.lower import lower
+from ..codegen.uops import UOps
+from ..cpu.runtime import cpu_runtime
+from ..engine.schedule import create_schedule
+from ..graph.symbolic import render
 
 
 def test_views_run_nothing_and_read_the_same_base():
@@ -42,3 +47,31 @@ def test_contiguous_of_a_base_is_itself():
     x = Tensor(np.zeros((2, 3), np.float32))
     assert x.contiguous() is x
     assert x.T.contiguous() is not x
+
+
+def _gated_loads(t) -> list:
+    """The gated LOADs of the kernels that realize t (their buffers, each read only where valid)."""
+    items = create_schedule([t.lazydata])
+    stored = {id(o) for it in items for o in it.outputs}
+    return [u for it in items for u in lower(it, stored, cpu_runtime.renderer).uops
+            if u.op is UOps.LOAD and len(u.srcs) > 1]
+
+
+def test_a_padded_view_of_a_computed_row_reads_only_where_valid():
+    # (x * 2) padded from 61 to 64 columns (a matmul operand's padded copy): the computed base is read
+    # at the index simplified for where the view is valid (no division by its row, which it had), so
+    # the last row's padding points past x's end: x's load is gated. Its values and zeros, as numpy
+    x = np.arange(7 * 61, dtype=np.float32).reshape(7, 61)
+    t = (Tensor(x) * 2).reshape(1, 7, 61).pad(((0, 0), (0, 0), (0, 3))).contiguous()
+    gated = _gated_loads(t)
+    assert len(gated) == 1 and render(gated[0].arg[0]) == "gidx1*61+gidx2" and gated[0].arg[1] is None
+    np.testing.assert_array_equal(t.numpy(), np.pad(x * 2, ((0, 0), (0, 3)))[None])
+
+
+def test_a_pad_of_a_padded_computed_view_reads_as_numpy():
+    # pads within pads of computed values: each load is read only where its views are valid
+    x = np.arange(5 * 6, dtype=np.float32).reshape(5, 6) + 1
+    inner = (Tensor(x) + 1).pad(((1, 2), (0, 2)))  # (8, 8)
+    t = (inner * 3).pad(((2, 1), (3, 0))).contiguous()
+    want = np.pad(np.pad(x + 1, ((1, 2), (0, 2))) * 3, ((2, 1), (3, 0)))
+    np.testing.assert_array_equal(t.numpy(), want)
