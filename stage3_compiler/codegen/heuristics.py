@@ -301,9 +301,9 @@ def across_axes(item: ScheduleItem, stored: set[int]) -> dict[int, int]:
     if best is None or shape[best] % TRANSPOSE_LANES or along[best] < across:
         return {}
     # the short axis too, as the second: its stores side by side, the lanes transposed in registers.
-    # Not where a load pads (a concatenation's pieces): such a load stays scalar in every lane, and 128
-    # such lanes a pass ran at half the speed of 16 (nanoGPT's qkv gradient, 0.97 -> 1.8 ms, measured
-    # when those loads were clamped, before they were gated)
+    # Not where a load pads (a concatenation's pieces): such a load (gated) stays scalar in every lane,
+    # and 128 such lanes a pass ran slower than 16 (nanoGPT's qkv gradient as panels, one Zen 5 core:
+    # 0.90 -> 1.63 ms and 1.23 -> 1.53 ms)
     plain = all(v.is_base or all(view.mask is None for view in v.st.views) for v in views)
     return {best: TRANSPOSE_LANES, **({last: shape[last]} if shape[last] in PANEL_LANES and plain else {})}
 
