@@ -176,8 +176,14 @@ def test_a_product_of_this_schedule_is_packed_as_it_is_computed():
 def test_a_transposing_copy_writes_sixteen_rows_a_pass():
     x = rand(64, 48)
     item, = create_schedule([x.T.contiguous().lazydata])
-    assert heuristic_opts(item, CPU, 1) == (Opt(OptOps.UPCAST, 0, 16),)  # 16 of x's columns: one line read
+    # 16 of x's columns (one line read), and 16 of its rows where they divide: a 16 x 16 block a pass,
+    # loaded as 16 vectors and stored as 16, transposed in registers (codegen/vectorize.py)
+    assert heuristic_opts(item, CPU, 1) == (Opt(OptOps.UPCAST, 0, 16), Opt(OptOps.UPCAST, 1, 16))
     np.testing.assert_array_equal(x.T.contiguous().numpy(), x.numpy().T)
+    y = rand(40, 64)  # 40 rows: 16 does not divide them, so 16 columns a pass and scalar stores
+    item, = create_schedule([y.T.contiguous().lazydata])
+    assert heuristic_opts(item, CPU, 1) == (Opt(OptOps.UPCAST, 0, 16),)
+    np.testing.assert_array_equal(y.T.contiguous().numpy(), y.numpy().T)
     for computed in (x.T * 2.0, x + 1.0):  # a kernel that computes, or reads in its own order: no lanes
         assert heuristic_opts(create_schedule([computed.lazydata])[0], CPU, 1) == ()
 

@@ -157,3 +157,14 @@ def test_a_tile_stored_along_its_second_axis_keeps_a_scalar_epilogue_scalar():
     kernel = lower(item, stored, CPU, tuple(opts))
     assert vectors(kernel)[UOps.ACC] == {16} and UOps.STORE not in vectors(kernel)
     assert np.array_equal(run_with(item, stored, opts), scalar_bits(item, stored, opts))
+
+
+def test_a_transposing_copy_is_a_16_by_16_block_in_registers():
+    # x.T copied: 16 vector loads along x's rows, 16 vector stores along the copy's, each store built
+    # from one lane of every load (one Zen 5 core, a 1024 x 256 weight: 0.54 -> 0.12 ms)
+    x = rand(64, 48)
+    item, stored = last_item(x.T.contiguous())
+    opts = heuristic_opts(item, CPU, 1)
+    found = vectors(lower(item, stored, CPU, opts))
+    assert found[UOps.LOAD] == {16} and found[UOps.STORE] == {16}
+    assert np.array_equal(run_with(item, stored, opts), x.numpy().T.copy().view(np.uint32).reshape(-1))
