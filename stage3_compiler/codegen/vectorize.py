@@ -216,8 +216,7 @@ class Vectorizer:
         self.renamed[id(total)] = lanes[0]
 
     def vectorize_store(self, stores: tuple[UOp, ...]) -> bool:
-        first = stores[0]
-        if any(s.dtype is not first.dtype or (s.arg - first.arg) != Num(k) for k, s in enumerate(stores)):
+        if not side_by_side(stores):
             return False
         value = self.match(tuple(s.srcs[1] for s in stores))
         if value is None:
@@ -250,12 +249,11 @@ class Vectorizer:
                 return  # (a lane's scalar may read an accumulator that is now a vector: left to emit's GEPs)
             for i in range(f):
                 group = tuple(row[i] for row in rows)
-                first = group[0]
-                if any(s.dtype is not first.dtype or (s.arg - first.arg) != Num(k) for k, s in enumerate(group)):
+                if not side_by_side(group):
                     return
                 lanes = [self.new(UOps.GEP, s.dtype, (vectors[j][i // across],), i % across)
                          for j, s in enumerate(group)]
-                self.replace_stores(group, self.new(UOps.VEC, first.dtype, lanes, lanes=n))
+                self.replace_stores(group, self.new(UOps.VEC, group[0].dtype, lanes, lanes=n))
 
     def emit(self) -> list[UOp]:
         """The kernel's UOps with the vectors in: each vector UOp placed just before the first UOp that
@@ -293,6 +291,12 @@ class Vectorizer:
                 placed.add(id(u))
                 out.append(u)
         return dead_code_removed(out)
+
+
+def side_by_side(stores: tuple[UOp, ...]) -> bool:
+    """Do the stores write one dtype at consecutive indices (store k at the first's index + k)?"""
+    first = stores[0]
+    return all(s.dtype is first.dtype and (s.arg - first.arg) == Num(k) for k, s in enumerate(stores))
 
 
 KEPT = (UOps.GLOBAL, UOps.SPECIAL, UOps.RANGE, UOps.ENDRANGE, UOps.UPDATE, UOps.STORE)
