@@ -516,7 +516,8 @@ add(
     _unary("leaky_relu_slope", lambda T, x, neg_slope: x.leaky_relu(neg_slope), R.leaky_relu, FLOATS,
            neg_slope=0.2),
     _unary("abs", lambda T, x: x.abs(), np.abs, NUMERIC, specials=True),
-    _unary("sign", lambda T, x: x.sign(), np.sign, NUMERIC, domain=COARSE, specials=True),
+    _unary("sign", lambda T, x: x.sign(), lambda x: np.where(np.isnan(x), 0, np.sign(x)).astype(x.dtype),
+           NUMERIC, domain=COARSE, specials=True),  # sign(NaN) is 0, torch's answer (numpy's is NaN)
     _unary("square", lambda T, x: x.square(), np.square, NUMERIC, specials=True),
     _binary("maximum", lambda T, x, y: x.maximum(y), np.maximum, DTYPES, domain=COARSE, specials=True),
     _binary("minimum", lambda T, x, y: x.minimum(y), np.minimum, DTYPES, domain=COARSE, specials=True),

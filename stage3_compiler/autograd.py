@@ -115,6 +115,7 @@ RULES = {
     Ops.ERF: (lambda g, out, x: g * (2 / math.sqrt(math.pi)) * (-x * x).exp(),),
     Ops.SIGMOID: (lambda g, out, x: g * out * (1 - out),),
     Ops.GELU: (lambda g, out, x: g * tm.gelu_grad(x),),
+    Ops.SIGN: (lambda g, out, x: g * 0,),
     Ops.CAST: (lambda g, out, x: g.cast(x.dtype),),
     Ops.CONTIGUOUS: (lambda g, out, x: g,),
     Ops.COPY: (lambda g, out, x: g.to(x.device),),

@@ -48,8 +48,12 @@ class ElementwiseMixin(TensorCore):
             return x._binary(Ops.CMPEQ, name, False) if x.dtype is dtypes.bool else x._binary(Ops.XOR, name, -1)
         if op is Ops.ABS:
             return tm.abs(x) if x.dtype.is_float else x.maximum(-x)
+        if op is Ops.SIGN and x.dtype.is_float:  # selects of constants: recorded as one op, derivative 0
+            with no_grad():
+                out = tm.sign(x)
+            return record(out, op, (x,))
         if op is Ops.SIGN:
-            return tm.sign(x) if x.dtype.is_float else (x > 0).cast(x.dtype) - (x < 0).cast(x.dtype)
+            return (x > 0).cast(x.dtype) - (x < 0).cast(x.dtype)
         return record(self._make(x.lazydata.alu(op)), op, (x,))
 
     def _operands(self, name: str, other: Operand, reflected: bool = False) -> tuple[Self, Self]:

@@ -370,8 +370,8 @@ def abs(x: FloatTensor) -> FloatTensor:
 
 def sign(x: FloatTensor) -> FloatTensor:
     _format(x, "sign")
-    rest = (x == x).where(0.0, x)  # +-0 -> 0.0 (numpy's sign(-0.0)), NaN stays
-    return (-x < 0.0).where(1.0, (x < 0.0).where(-1.0, rest))
+    # +-0 -> 0.0 (numpy's sign(-0.0)); NaN -> 0.0 too, as torch (numpy keeps NaN)
+    return (-x < 0.0).cast(x.dtype) - (x < 0.0).cast(x.dtype)
 
 
 def pow(x: FloatTensor, y: FloatTensor) -> FloatTensor:

@@ -43,7 +43,7 @@
     case OP_TANH: UNARY_LIBM(T, T, tanh##SUF(x));                                 \
     case OP_ERF: UNARY_LIBM(T, T, erf##SUF(x));                                   \
     case OP_ABS: UNARY_LOOP(T, T, fabs##SUF(x));                                  \
-    case OP_SIGN: UNARY_LOOP(T, T, x > 0 ? (T)1 : (x < 0 ? (T)-1 : x));           \
+    case OP_SIGN: UNARY_LOOP(T, T, (T)((x > 0) - (x < 0))); /* NaN: 0, torch's */ \
     case OP_GELU: UNARY_LIBM(T, T, gelu##SUF(x));                                 \
   }                                                                               \
   return -1;

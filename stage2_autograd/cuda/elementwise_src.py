@@ -93,7 +93,7 @@ def _float_unary(suffix: str) -> dict[str, str]:
     return {"neg": "-x", "recip": "(T)1 / x", "sqrt": f"sqrt{suffix}(x)", "exp": f"exp{suffix}(x)",
             "log": f"log{suffix}(x)", "exp2": f"exp2{suffix}(x)", "log2": f"log2{suffix}(x)",
             "sin": f"sin{suffix}(x)", "cos": f"cos{suffix}(x)", "tanh": f"tanh{suffix}(x)",
-            "erf": f"erf{suffix}(x)", "abs": f"fabs{suffix}(x)", "sign": "x > 0 ? (T)1 : (x < 0 ? (T)-1 : x)",
+            "erf": f"erf{suffix}(x)", "abs": f"fabs{suffix}(x)", "sign": "(T)((x > 0) - (x < 0))",
             "gelu": f"x * ((T)0.5 * erfc{suffix}(-x * (T){SQRT1_2}))"}
 
 
