@@ -371,7 +371,7 @@ def abs(x: FloatTensor) -> FloatTensor:
 def sign(x: FloatTensor) -> FloatTensor:
     _format(x, "sign")
     # +-0 -> 0.0 (numpy's sign(-0.0)); NaN -> 0.0 too, as torch (numpy keeps NaN)
-    return (-x < 0.0).cast(x.dtype) - (x < 0.0).cast(x.dtype)
+    return (-x < 0.0).cast(x.dtype) + (x < 0.0).cast(x.dtype) * -1.0
 
 
 def pow(x: FloatTensor, y: FloatTensor) -> FloatTensor:

@@ -98,6 +98,30 @@ def clamped(index: str, bound: int) -> str:
     return f"(({index})<0?0:({index})>{bound}?{bound}:({index}))"
 
 
+def fused_multiply_adds(kernel: Kernel) -> bool:
+    """May gcc fuse this kernel's a*b + c into one instruction (an FMA, one rounding)? Only where the
+    only such sums are its reduction's own acc + a*b: a matmul's, as every BLAS computes it. Its
+    product and add were two instructions on two of the core's ports (compiler.FLAGS keeps them
+    apart), so an Intel core with two FMA ports ran nanoGPT's matmul tiles at half its peak: 124
+    GFLOP/s, 227 fused (one Xeon core, AVX-512). Any other multiply feeding an add (an epilogue's,
+    a layernorm computed into an operand, the polynomial of EXP2F) keeps the flag off for the whole
+    kernel: the same formula computed in another kernel must give the same bits (a max's gradient
+    finds the maximum by ==)."""
+    def product(u: UOp) -> bool:
+        u = u.srcs[0] if u.op is UOps.ALU and u.arg is Ops.NEG else u
+        return u.op is UOps.ALU and u.arg is Ops.MUL and u.dtype.is_float
+
+    accumulated = False
+    for u in kernel.uops:
+        if u.op is UOps.UPDATE and u.arg is Ops.REDUCE_ADD and u.dtype.is_float and product(u.srcs[1]):
+            accumulated = True
+        elif u.op is UOps.ALU and u.arg in (Ops.ADD, Ops.SUB) and u.dtype.is_float and any(map(product, u.srcs)):
+            return False
+        elif u.op is UOps.ALU and u.arg in (Ops.EXP2, Ops.POW2):  # inline functions with sums of products
+            return False
+    return accumulated
+
+
 class CRenderer(Renderer):
     kernel_prefix = ""
     exp2f = "sitp_exp2f"  # float32 EXP2: our own (EXP2F below), which the C compiler can vectorize
@@ -262,7 +286,8 @@ class CRenderer(Renderer):
         reversed_cast = any(u.op is UOps.CAST for u in kernel.uops) and \
             any(u.op is UOps.LOAD and descends(u.arg[0]) for u in kernel.uops)
         return [*(['#pragma GCC optimize ("no-tree-loop-vectorize")'] if slp or reversed_cast else []),
-                *(['#pragma GCC optimize ("no-tree-pre")'] if no_pre else [])]
+                *(['#pragma GCC optimize ("no-tree-pre")'] if no_pre else []),
+                *(['#pragma GCC optimize ("fp-contract=fast")'] if fused_multiply_adds(kernel) else [])]
 
     def prologue(self, kernel: Kernel, pragmas: list[str]) -> list[str]:
         """What comes before the kernel's signature: the math functions it calls. These are libm's
