@@ -39,7 +39,11 @@ def compiler() -> str:
 def flags() -> list[str]:
     native = subprocess.run([compiler(), "-march=native", "-x", "c", "-c", "-o", os.devnull, "-"],
                             input=b"int x;", capture_output=True).returncode == 0
-    return FLAGS + (["-march=native"] if native else []) + openmp_flags() + sanitize_flags()
+    # -mprefer-vector-width=512: gcc tunes Intel's AVX-512 cores for vectors of 256 bits; its loop
+    # vectorizer then leaves half of every register unused (a GELU kernel: 2.5 -> 2.1 ns an element,
+    # one Xeon core). On a CPU without AVX-512 the flag changes nothing.
+    return FLAGS + (["-march=native", "-mprefer-vector-width=512"] if native else []) + openmp_flags() \
+        + sanitize_flags()
 
 
 def openmp_flags() -> list[str]:
