@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 INSTALL = "pip install -e '.[cuda]'"
-# --fmad=false: no fused multiply-add, so a*b+c rounds twice as on the CPU (cc -ffp-contract=off).
+# --fmad=false: no fused multiply-add, so a*b+c rounds twice as on the CPU (cc -ffp-contract=off); a
+# reduction's own acc + a*b is an explicit fmaf (cuda/renderer.py, as the CPU fuses it there).
 NVRTC_OPTIONS = ("--std=c++17", "--fmad=false")
 
 

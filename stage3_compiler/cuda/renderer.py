@@ -1,4 +1,4 @@
-"""The CUDA renderer: the C renderer with five changes, so a kernel runs on a GPU (and fills it).
+"""The CUDA renderer: the C renderer with six changes, so a kernel runs on a GPU (and fills it).
 
 1. The declaration. `extern "C" __global__`: a kernel launched from the host, under its plain name
    (no C++ mangling), which is how the runtime finds it in the compiled module.
@@ -35,6 +35,11 @@
    run when the launch gives a block 256 threads: the block stages each 16 steps of A and B in
    shared memory and every thread reads its tile's operands there. The plain loop stays below it for
    any other block size (the CPU emulator's one thread runs that).
+
+6. FMA: a reduction's acc + a*b (a matmul's step) is `fmaf(a, b, acc)`, one rounding and one
+   instruction, as cuBLAS computes it. Every other a*b + c rounds twice (NVRTC's --fmad=false,
+   cuda/backend.py), as on the CPU, where only such a kernel's own multiply-adds fuse (cpu/renderer.py's
+   fused_multiply_adds).
 
 Everything else (the arithmetic, numpy's integer wrapping and NaN rules, the index expressions) is
 the C renderer's, rule for rule. A symbolic output size (a user's Variable, an argument of the
@@ -339,5 +344,15 @@ class CUDARenderer(CRenderer):
         super().render_store(src, u)
         src.depth -= 1
 
+    def render_update(self, src: Source, u: UOp) -> None:
+        acc, value = u.srcs
+        if u.arg is Ops.REDUCE_ADD and u.dtype.is_float and value.op is UOps.ALU and value.arg is Ops.MUL:
+            # 6. a reduction's acc + a*b is one fused multiply-add (its product's own line is then dead code)
+            a, b = (src.names[id(s)] for s in value.srcs)
+            name = src.names[id(acc)]
+            src.add(f"{name} = {'fmaf' if u.dtype is dtypes.float32 else 'fma'}({a}, {b}, {name});")
+            return
+        super().render_update(src, u)
+
     RULES = {**CRenderer.RULES, UOps.SPECIAL: render_special, UOps.RANGE: render_range, UOps.LOAD: render_load,
-             UOps.ENDRANGE: render_endrange, UOps.STORE: render_store}
+             UOps.ENDRANGE: render_endrange, UOps.STORE: render_store, UOps.UPDATE: render_update}

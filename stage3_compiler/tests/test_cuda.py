@@ -142,6 +142,16 @@ def test_causal_attention_is_one_online_kernel_on_the_device(cuda, monkeypatch):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
+def test_a_reductions_multiply_add_is_one_fmaf(cuda):
+    # (1 + 2^-12)^2 = 1 + 2^-11 + 2^-24 rounds to 1 + 2^-11 as a product; fused with the first step's
+    # -(1 + 2^-11), the 2^-24 survives
+    x = np.array([[-(1 + 2.0**-11), 1 + 2.0**-12]], np.float32)
+    y = np.array([[1.0], [1 + 2.0**-12]], np.float32)
+    source = CUDARenderer().render(_kernel(Tensor(x) @ Tensor(y)))
+    assert "= fmaf(" in source
+    assert (Tensor(x, device=cuda) @ Tensor(y, device=cuda)).numpy().tolist() == [[2.0**-24]]
+
+
 def test_one_output_element_is_computed_by_one_thread():
     source = CUDARenderer().render(_kernel(Tensor(np.ones(9, np.float32)).sum()))
     assert "gid < 1;" in source  # every other thread of the grid skips the loop
@@ -315,7 +325,8 @@ def test_rendered_kernels_compile_to_ptx(tmp_path):
     x = Tensor(np.ones((4, 6), np.float32))
     kernels = [_kernel(x.softmax(-1)), _kernel((x < 0).where(float("-inf"), x).max(0)),
                _kernel(x.cast(dtypes.int64) * 3), _kernel(x.pad(((1, 1), (0, 0))).sum(0)),
-               _kernel(x.cast(dtypes.float64).exp())]  # POW2 of doubles: ldexp
+               _kernel(x.cast(dtypes.float64).exp()),  # POW2 of doubles: ldexp
+               _kernel(x @ x.T), _kernel(x.cast(dtypes.float64) @ x.cast(dtypes.float64).T)]  # fmaf, fma
     path = tmp_path / "kernels.cu"
     # one translation unit: kernels renamed apart (two may share a name), the prelude repeated identically
     path.write_text("\n".join(CUDARenderer().render(k).replace(f" {k.name}(", f" {k.name}_{i}(")
