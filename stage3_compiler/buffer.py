@@ -26,10 +26,15 @@ _alloc = ffi.new_allocator(should_clear_after_alloc=False)
 _pool: dict[int, list] = {}
 _pooled = [0]
 POOL_LIMIT = 0 if os.environ.get("SITP_SANITIZE") else 1 << 30  # ASan sees a reused block as live
+# A buffer starts on a cache line, which is one AVX-512 vector: cffi's blocks below about 1 MB start 16
+# or 32 bytes into one, and then every vector load of a kernel straddles two lines (a matmul tile
+# with its operands 16 bytes off: 227 -> 202 GFLOP/s, one Xeon core). Under ASan a block is exactly
+# its size, so that a read one byte past it is caught.
+ALIGN = 1 if os.environ.get("SITP_SANITIZE") else 64
 
 
 class Buffer:
-    __slots__ = ("nbytes", "mem", "address", "version", "__weakref__")
+    __slots__ = ("nbytes", "mem", "data", "address", "version", "__weakref__")
     kernels = cpu_runtime  # the device's runtime (cpu/runtime.py): realize's device seam, random numbers, iota
 
     def __init__(self, nbytes: int):
@@ -40,8 +45,10 @@ class Buffer:
             self.mem = free.pop()
             _pooled[0] -= nbytes
         else:
-            self.mem = _alloc("char[]", max(nbytes, 1))
-        self.address = int(ffi.cast("uintptr_t", self.mem))
+            self.mem = _alloc("char[]", max(nbytes, 1) + ALIGN - 1)  # the block, owned: freed with it
+        start = int(ffi.cast("uintptr_t", self.mem))
+        self.data = self.mem + (-start) % ALIGN  # the buffer, within the block
+        self.address = int(ffi.cast("uintptr_t", self.data))
 
     def __del__(self) -> None:
         if _pooled and _pooled[0] + self.nbytes <= POOL_LIMIT:  # (_pooled is None at interpreter exit)
@@ -57,12 +64,12 @@ class Buffer:
         arr = np.ascontiguousarray(arr)
         buf = Buffer(arr.nbytes)
         if arr.nbytes:
-            ffi.memmove(buf.mem, ffi.from_buffer(arr), arr.nbytes)
+            ffi.memmove(buf.data, ffi.from_buffer(arr), arr.nbytes)
         return buf
 
     def to_numpy(self, offset: int, count: int, dtype: DType) -> np.ndarray:
         """A copy of `count` contiguous elements starting at element `offset`."""
         out = np.empty(count, dtype=dtype.np)
         if count:
-            ffi.memmove(ffi.from_buffer(out), self.mem + offset * dtype.itemsize, count * dtype.itemsize)
+            ffi.memmove(ffi.from_buffer(out), self.data + offset * dtype.itemsize, count * dtype.itemsize)
         return out

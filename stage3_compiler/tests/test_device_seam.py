@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from .. import Tensor, dtypes
+from ..buffer import ALIGN, Buffer
 from ..codegen.program import CompileError
 from ..cpu.compiler import compile_c
 
@@ -62,3 +63,15 @@ def test_realize_takes_other_tensors():
     assert a.realize() is a and a.realize(b) is a and Tensor.realize(a, b, a) is a
     with pytest.raises(TypeError, match="realize: expected tensors, got list"):
         a.realize([b])
+
+
+@pytest.mark.skipif(bool(os.environ.get("SITP_SANITIZE")), reason="under ASan a block is exactly its size")
+def test_a_buffer_starts_on_a_cache_line_and_round_trips():
+    assert ALIGN == 64
+    for n in (1, 3, 100, 4097, 100_000, 393_216):
+        for _ in range(2):  # the second time from the pool of freed blocks
+            a = np.arange(n, dtype=np.float32)
+            buf = Buffer.from_numpy(a)
+            assert buf.address % 64 == 0
+            assert np.array_equal(buf.to_numpy(0, n, dtypes.float32), a)
+            del buf
