@@ -88,6 +88,7 @@ class Source:
     group: Loop | None = None  # GROUP (cuda/renderer.py): the reduce loop a block's threads share
     group_lanes: int = 1  # GROUP: outputs a block takes side by side (1: a block folds one output)
     local: Any = None  # LOCAL (cuda/local.py): the plan of a matmul staged through shared memory
+    fused: set[int] = field(default_factory=set)  # products a multiply-add consumes (cuda/renderer.py)
 
     def add(self, text: str) -> None:
         self.lines.append("  " * self.depth + text)

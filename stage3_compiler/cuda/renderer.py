@@ -132,6 +132,17 @@ def accumulators(kernel: Kernel) -> dict[int, tuple[Ops, DType]]:
     return {id(u.srcs[0]): (u.arg, u.dtype) for u in kernel.uops if u.op is UOps.UPDATE}
 
 
+def fused_products(kernel: Kernel) -> set[int]:
+    """The products a float reduction's sum reads and nothing else does: its acc + a*b is one fmaf."""
+    readers: dict[int, int] = {}
+    for u in kernel.uops:
+        for s in u.srcs:
+            readers[id(s)] = readers.get(id(s), 0) + 1
+    return {id(u.srcs[1]) for u in kernel.uops
+            if u.op is UOps.UPDATE and u.arg is Ops.REDUCE_ADD and u.dtype.is_float and u.srcs[1].op is UOps.ALU
+            and u.srcs[1].arg is Ops.MUL and readers[id(u.srcs[1])] == 1}
+
+
 def c_product(extents: list) -> str:
     """The product of loop extents as C: an int, or symbolic sizes multiplied in the kernel."""
     number = math.prod(e for e in extents if not isinstance(e, Node))
@@ -285,6 +296,7 @@ class CUDARenderer(CRenderer):
     def open(self, src: Source) -> None:
         """The grid-stride loop the kernel's body runs in, closed by `close`: over outputs by thread, or
         by block where a block folds each output (GROUP), or each WIDE_LANES of them side by side."""
+        src.fused = fused_products(src.kernel)
         if src.local is not None:
             return self.open_local(src)
         n = c_product([loop.extent for loop in output_loops(src.kernel)])  # 1: a one-element output, one thread
@@ -344,10 +356,13 @@ class CUDARenderer(CRenderer):
         super().render_store(src, u)
         src.depth -= 1
 
+    def render_alu(self, src: Source, u: UOp) -> None:
+        if id(u) not in src.fused:  # (a fused product is written in its multiply-add)
+            super().render_alu(src, u)
+
     def render_update(self, src: Source, u: UOp) -> None:
         acc, value = u.srcs
-        if u.arg is Ops.REDUCE_ADD and u.dtype.is_float and value.op is UOps.ALU and value.arg is Ops.MUL:
-            # 6. a reduction's acc + a*b is one fused multiply-add (its product's own line is then dead code)
+        if id(value) in src.fused:  # 6. a reduction's acc + a*b: one fused multiply-add
             a, b = (src.names[id(s)] for s in value.srcs)
             name = src.names[id(acc)]
             src.add(f"{name} = {'fmaf' if u.dtype is dtypes.float32 else 'fma'}({a}, {b}, {name});")
@@ -355,4 +370,5 @@ class CUDARenderer(CRenderer):
         super().render_update(src, u)
 
     RULES = {**CRenderer.RULES, UOps.SPECIAL: render_special, UOps.RANGE: render_range, UOps.LOAD: render_load,
-             UOps.ENDRANGE: render_endrange, UOps.STORE: render_store, UOps.UPDATE: render_update}
+             UOps.ENDRANGE: render_endrange, UOps.STORE: render_store, UOps.ALU: render_alu,
+             UOps.UPDATE: render_update}

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -149,6 +150,7 @@ def test_a_reductions_multiply_add_is_one_fmaf(cuda):
     y = np.array([[1.0], [1 + 2.0**-12]], np.float32)
     source = CUDARenderer().render(_kernel(Tensor(x) @ Tensor(y)))
     assert "= fmaf(" in source
+    assert not re.search(r"= \(v\d+\*v\d+\);", source), "the product has no line of its own (nvcc: unused)"
     assert (Tensor(x, device=cuda) @ Tensor(y, device=cuda)).numpy().tolist() == [[2.0**-24]]
 
 
