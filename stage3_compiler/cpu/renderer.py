@@ -99,6 +99,12 @@ def clamped(index: str, bound: int) -> str:
     return f"(({index})<0?0:({index})>{bound}?{bound}:({index}))"
 
 
+def adds_a_product(u: UOp) -> bool:
+    """Is u a float reduction's step acc + a*b (an UPDATE adding a MUL)?"""
+    return u.op is UOps.UPDATE and u.arg is Ops.REDUCE_ADD and u.dtype.is_float and \
+        u.srcs[1].op is UOps.ALU and u.srcs[1].arg is Ops.MUL
+
+
 def fused_multiply_adds(kernel: Kernel) -> bool:
     """May gcc fuse this kernel's a*b + c into one instruction (an FMA, one rounding)? Only where the
     only such sums are its reduction's own acc + a*b: a matmul's, as every BLAS computes it. Its
@@ -114,7 +120,7 @@ def fused_multiply_adds(kernel: Kernel) -> bool:
 
     accumulated = False
     for u in kernel.uops:
-        if u.op is UOps.UPDATE and u.arg is Ops.REDUCE_ADD and u.dtype.is_float and product(u.srcs[1]):
+        if adds_a_product(u):
             accumulated = True
         elif u.op is UOps.ALU and u.arg in (Ops.ADD, Ops.SUB) and u.dtype.is_float and any(map(product, u.srcs)):
             return False

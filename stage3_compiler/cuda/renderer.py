@@ -53,7 +53,7 @@ import struct
 from typing import NamedTuple
 
 from ..codegen.uops import Kernel, Loop, LoopKind, UOp, UOps
-from ..cpu.renderer import CRenderer, Source, clamped
+from ..cpu.renderer import CRenderer, Source, adds_a_product, clamped
 from ..dtype import DType, dtypes
 from ..graph.symbolic import Node, Variable, evaluate, layout, lo_hi, render, vars
 from ..ops import Ops
@@ -138,9 +138,7 @@ def fused_products(kernel: Kernel) -> set[int]:
     for u in kernel.uops:
         for s in u.srcs:
             readers[id(s)] = readers.get(id(s), 0) + 1
-    return {id(u.srcs[1]) for u in kernel.uops
-            if u.op is UOps.UPDATE and u.arg is Ops.REDUCE_ADD and u.dtype.is_float and u.srcs[1].op is UOps.ALU
-            and u.srcs[1].arg is Ops.MUL and readers[id(u.srcs[1])] == 1}
+    return {id(u.srcs[1]) for u in kernel.uops if adds_a_product(u) and readers[id(u.srcs[1])] == 1}
 
 
 def c_product(extents: list) -> str:
