@@ -34,6 +34,7 @@ from typing import Self
 
 from . import transcendental as tm
 from .engine import capture
+from .graph.lazy import mark_recomputed
 from .hooks import TensorCore
 from .ops import Ops
 
@@ -94,6 +95,33 @@ def _argsort(order: tuple) -> tuple:
     return tuple(sorted(range(len(order)), key=lambda d: order[d]))
 
 
+def attention_scores(q, k, scale: float, causal: bool):
+    """q @ k^T * scale; where causal, -inf at every key after the query's own position."""
+    s = q @ k.transpose(-2, -1) * scale
+    if causal:
+        T, S = s.shape[-2:]
+        s = (q.arange(T, device=q.device).unsqueeze(-1) >= q.arange(S, device=q.device)).where(s, float("-inf"))
+    return s
+
+
+def attention_grads(g, out, q, k, v, lse, scale: float, causal: bool, memo: dict) -> tuple:
+    """FlashAttention's backward (dq, dk, dv). The forward kept each row's log-sum-exp, not the
+    (T, S) probabilities; they are recomputed, p = e^(s - lse). With dp = g @ v^T and
+    D = rowsum(g * out), which equals rowsum(p * dp):
+        dv = p^T @ g,   ds = p * (dp - D),   dq = ds @ k * scale,   dk = ds^T @ q * scale.
+    s, p, dp, D and ds are marked recomputed: the scheduler computes them inside the kernels of dq
+    and of dk and dv (s, dp and D as sums over the head nested in their loops) and stores none of
+    them. dk and dv sum over the same queries and share one kernel (engine/schedule.py). The three
+    rules share one graph (`memo`), so that kernel computes each p once for both."""
+    if memo.get("g") is not g:
+        s = attention_scores(q, k, scale, causal)
+        p = (s - lse).exp()
+        ds = p * (g @ v.transpose(-2, -1) - (g * out).sum(-1, keepdim=True))
+        mark_recomputed([ds.lazydata, p.lazydata], [t.lazydata for t in (q, k, v, g, out, lse)])
+        memo.update(g=g, grads=((ds @ k) * scale, (ds.transpose(-2, -1) @ q) * scale, p.transpose(-2, -1) @ g))
+    return memo["grads"]
+
+
 # ---- the derivative rules: op -> one function per parent, (grad, out, *parents, **saved) -> grad ----
 
 LN2 = math.log(2.0)
@@ -116,6 +144,8 @@ RULES = {
     Ops.SIGMOID: (lambda g, out, x: g * out * (1 - out),),
     Ops.GELU: (lambda g, out, x: g * tm.gelu_grad(x),),
     Ops.SIGN: (lambda g, out, x: g * 0,),
+    Ops.ATTENTION: tuple((lambda g, out, q, k, v, i=i, **saved: attention_grads(g, out, q, k, v, **saved)[i])
+                         for i in range(3)),
     Ops.CAST: (lambda g, out, x: g.cast(x.dtype),),
     Ops.CONTIGUOUS: (lambda g, out, x: g,),
     Ops.COPY: (lambda g, out, x: g.to(x.device),),

@@ -6,12 +6,25 @@ from __future__ import annotations
 import math
 from typing import Self
 
+from .autograd import GradMode, attention_scores, no_grad, record
 from .device import check_same
 from .dtype import dtypes, float_of, promote
 from .errors import ArgumentError
+from .graph.lazy import mark_recomputed
 from .hooks import TensorCore
 from .ops import Ops
+from .settings import enabled
 from .shape import broadcast_shapes
+
+
+def flash_applies(q, k, v) -> bool:
+    """Is attention over these recorded as one op with FlashAttention's backward? Under ONLINE=1, when a
+    gradient is wanted, for float32 heads of concrete shapes that need no broadcasting."""
+    return (enabled("ONLINE") and GradMode.enabled and any(t.requires_grad for t in (q, k, v))
+            and q.dtype is k.dtype is v.dtype is dtypes.float32 and q.ndim >= 2 and q.ndim == k.ndim == v.ndim
+            and all(isinstance(n, int) for t in (q, k, v) for n in t.shape)
+            and q.shape[:-2] == k.shape[:-2] == v.shape[:-2] and q.shape[-1] == k.shape[-1] > 0
+            and k.shape[-2] == v.shape[-2] > 0 and q.shape[-2] > 0)
 
 
 class FunctionalMixin(TensorCore):
@@ -137,6 +150,8 @@ class FunctionalMixin(TensorCore):
                                     f"key {key.shape} and value {value.shape} heads in equal groups")
             group = self.shape[-3] // key.shape[-3]
             key, value = key.repeat_interleave(group, -3), value.repeat_interleave(group, -3)
+        if attn_mask is None and dropout_p == 0 and flash_applies(self, key, value):
+            return self._flash_attention(key, value, is_causal)
         scores = self @ key.transpose(-2, -1) * (1 / math.sqrt(self.shape[-1]))  # (..., T, S)
         if is_causal:
             T, S = scores.shape[-2:]
@@ -149,6 +164,20 @@ class FunctionalMixin(TensorCore):
             else:
                 scores = scores + attn_mask
         return scores.softmax(-1).dropout(dropout_p) @ value
+
+    def _flash_attention(self, key, value, causal: bool) -> Self:
+        """Attention recorded as one op, whose rule is FlashAttention's backward (autograd.attention_grads).
+        Beside the output, the forward keeps each row's log-sum-exp of the scores, from which the
+        backward recomputes the probabilities instead of reading them from memory. The output is the
+        composite (one kernel under ONLINE=1: engine/online.py); the log-sum-exp takes two, a max and a
+        sum of exps, each with the scores computed in its loop (marked recomputed, never stored)."""
+        scale = 1 / math.sqrt(self.shape[-1])
+        with no_grad():
+            out = attention_scores(self, key, scale, causal).softmax(-1) @ value
+            scores = attention_scores(self, key, scale, causal)
+            mark_recomputed([scores.lazydata], [self.lazydata, key.lazydata])
+            lse = scores.logsumexp(-1, keepdim=True)
+        return record(out, Ops.ATTENTION, (self, key, value), lse=lse, scale=scale, causal=causal, memo={})
 
     def tril(self, diagonal: int = 0) -> Self:
         rows, cols = self.shape[-2:]

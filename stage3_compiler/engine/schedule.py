@@ -124,7 +124,7 @@ def rewrite_graph(outs: list[LazyBuffer]) -> list[LazyBuffer]:
     # where a copy of k transposed would only be one more kernel
     batched = not enabled("ONLINE")
     for b in bases:
-        if matmul_product(b) is not None:
+        if matmul_product(b) is not None and not reads_recomputed(b):
             changed |= copy_operands(b, runtime_of("realize", b.device).renderer, batched)
     return graph(outs) if changed else bases
 
@@ -134,15 +134,19 @@ def fuse(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> list[ScheduleItem]:
     and placed in memory (the rules in the module's docstring)."""
     readers = _readers(bases)
     wanted = {id(o.base) for o in outs}
-    realize = {id(b) for b in bases if id(b) in wanted or b.forced or b.op in IR_REDUCE}
+    # computed in every kernel that reads them (LazyBuffer.recomputed), never realized or held
+    recomputed = {id(b) for b in bases if b.recomputed and id(b) not in wanted and not b.forced}
+    realize = {id(b) for b in bases if id(b) in wanted or b.forced or b.op in IR_REDUCE} - recomputed
     fused_into: dict[int, LazyBuffer] = {}  # reader base id -> the reduction it holds
     for b in bases:
-        if b.op not in IR_REDUCE or id(b) in wanted or b.forced:
+        if b.op not in IR_REDUCE or id(b) in wanted or b.forced or id(b) in recomputed:
             continue
         found = readers.get(id(b), [])
         if len(found) != 1:
             continue
         reader, view = found[0]
+        if id(reader) in recomputed:
+            continue
         fusable = reader.op in IR_ELEMENTWISE or reader.op is Ops.CONTIGUOUS  # (an assign of a sum)
         if fusable and same_order(view, b) and id(reader) not in fused_into:
             fused_into[id(reader)] = b
@@ -155,6 +159,8 @@ def fuse(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> list[ScheduleItem]:
         cost[id(b)] = (sum(cost.get(id(s), 0) for s in fused) + (1 if b.op in IR_ELEMENTWISE else 0)
                        + sum(view_cost(s) for s in b.srcs))
         depth[id(b)] = 1 + max((depth.get(id(s), 0) for s in fused), default=0)
+        if id(b) in recomputed:
+            continue
         if depth[id(b)] > MAX_DEPTH:
             realize.add(id(b))
             cost[id(b)] = depth[id(b)] = 0
@@ -165,7 +171,7 @@ def fuse(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> list[ScheduleItem]:
         if held is not None and cost[id(b)] > EPILOGUE and matmul_product(held) is not None:
             del fused_into[id(b)]  # a long expression after a matmul's tile runs apart from it
             realize.add(id(held))
-    store_shared(bases, readers, realize)
+    store_shared(bases, readers, realize, recomputed)
     keep = {id(b) for b in bases if id(b) in wanted or b.forced}
     online = find_online(bases, readers, keep) if enabled("ONLINE") else {}
     for softmax in online.values():  # computed in the loop of the sum that reads them
@@ -215,7 +221,14 @@ def nest_reductions(softmax, inside: set[int], readers: dict, realize: set[int],
             fused_into.pop(id(b), None)
 
 
-def store_shared(bases: list[LazyBuffer], readers: dict, realize: set[int]) -> None:
+def reads_recomputed(b: LazyBuffer) -> bool:
+    """Is the matmul b a product of recomputed bases (FlashAttention's), or recomputed itself? It reads
+    no copied operand: its kernel takes one row a pass (heuristics.matmul_tile), which no panel helps.
+    Two of them over one loop share a kernel, which computes what both recompute once (dk and dv: p)."""
+    return b.recomputed or any(s.base.recomputed for s in b.srcs[0].srcs)
+
+
+def store_shared(bases: list[LazyBuffer], readers: dict, realize: set[int], recomputed: set[int]) -> None:
     """Realize every elementwise base that costs more than EXPENSIVE and that more than one kernel
     would compute. Users come before their sources here, so a base's kernels are known when it is
     decided: the realized readers, and the kernels of the fused ones. Of an expensive chain read
@@ -225,7 +238,8 @@ def store_shared(bases: list[LazyBuffer], readers: dict, realize: set[int]) -> N
         found = set()
         for reader, _ in readers.get(id(b), ()):
             found |= {id(reader)} if id(reader) in realize else kernels.get(id(reader), set())
-        if id(b) not in realize and b.op in IR_ELEMENTWISE and len(found) > 1 and work(b, realize) > EXPENSIVE:
+        if id(b) not in realize and id(b) not in recomputed and b.op in IR_ELEMENTWISE and len(found) > 1 \
+                and work(b, realize) > EXPENSIVE:
             realize.add(id(b))
         kernels[id(b)] = {id(b)} if id(b) in realize else found
 
@@ -286,7 +300,8 @@ def _joins(group: ScheduleItem, item: ScheduleItem, item_reads, position) -> boo
     if group.reduce is not None and (group.reduce.srcs[0].shape != item.reduce.srcs[0].shape
                                      or group.reduce.arg != item.reduce.arg):
         return False  # one reduction loop: the same reduced shape and axes
-    if group.reduce is not None and any(matmul_product(r) is not None for r in (*group.reduces, *item.reduces)):
+    if group.reduce is not None and any(matmul_product(r) is not None and not reads_recomputed(r)
+                                        for r in (*group.reduces, *item.reduces)):
         return False  # a register tile each: merged, they would not fit the registers
     start = position[id(group.root)]
     outs = {id(o) for o in group.outputs}

@@ -68,7 +68,8 @@ def graph_key(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> tuple:
     for b in bases:
         srcs = tuple((None if s.is_base else s.st, ref(s.base)) for s in b.srcs)
         target = None if b.target is None else ref(b.target)
-        records.append((b.op, arg_key(b.arg), b.dtype.name, b.shape, b.device, b.forced, target, srcs))
+        records.append((b.op, arg_key(b.arg), b.dtype.name, b.shape, b.device, b.forced, b.kept, b.recomputed, target,
+                        srcs))
     return tuple(records), tuple(ref(o.base) for o in outs), enabled("ONLINE")  # (a rule fuse applies on request)
 
 

@@ -52,6 +52,9 @@ class LazyBuffer:
             # the graph's structure
             self.formula: tuple[Ops, LazyBuffer] | None = None
             self.kept = False  # autograd holds it for a backward, which will read it after this realize
+            # computed again inside every kernel that reads it, a reduction in a loop nested there, and
+            # never stored: FlashAttention's scores and probabilities (autograd.attention_grads)
+            self.recomputed = False
 
     # ---- what it is ----
 
@@ -153,6 +156,20 @@ class LazyBuffer:
 
     def flip(self, axes: tuple[int, ...]) -> LazyBuffer:
         return self if not axes else self._view(self.st.flip(axes))
+
+
+def mark_recomputed(tops: list[LazyBuffer], inputs: list[LazyBuffer]) -> None:
+    """Mark every unrealized base from the tops' bases down to the inputs' (not included) as
+    recomputed: the scheduler computes each inside the kernels that read it and stores none."""
+    stop = {id(i.base) for i in inputs}
+    stack, seen = [t.base for t in tops], set()
+    while stack:
+        b = stack.pop()
+        if id(b) in seen or id(b) in stop or b.buffer is not None or b.op is Ops.CONST:
+            continue
+        seen.add(id(b))
+        b.recomputed = True
+        stack.extend(s.base for s in b.srcs)
 
 
 def numel(shape: tuple[int, ...]) -> int:
