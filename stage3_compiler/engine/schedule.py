@@ -159,7 +159,8 @@ def fuse(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> list[ScheduleItem]:
         cost[id(b)] = (sum(cost.get(id(s), 0) for s in fused) + (1 if b.op in IR_ELEMENTWISE else 0)
                        + sum(view_cost(s) for s in b.srcs))
         depth[id(b)] = 1 + max((depth.get(id(s), 0) for s in fused), default=0)
-        if id(b) in recomputed:
+        if id(b) in recomputed:  # its work is the loop of each kernel that reads it, not an epilogue's
+            cost[id(b)] = 0
             continue
         if depth[id(b)] > MAX_DEPTH:
             realize.add(id(b))

@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 
 from .. import Device, GlobalCounters, Tensor, TinyJit, Variable, dtypes, nn, optim
+from ..autograd import attention_grads
 from ..codegen.lower import lower
 from ..codegen.program import CompileError
 from ..codegen.uops import UOps
@@ -141,6 +142,42 @@ def test_causal_attention_is_one_online_kernel_on_the_device(cuda, monkeypatch):
     monkeypatch.setenv("ONLINE", "0")
     want = Tensor(q).scaled_dot_product_attention(Tensor(k), Tensor(v), is_causal=True).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def flash_backward(device: str, T: int = 24, S: int = 16) -> tuple[list, list[Tensor]]:
+    """The schedule of FlashAttention's backward (autograd.attention_grads) for causal heads on the
+    device, with the forward and its log-sum-exp realized, and the three gradients."""
+    rng = np.random.default_rng(3)
+    q, k, v, g = (Tensor(rng.standard_normal((2, 2, n, 8)).astype(np.float32), device=device).requires_grad_()
+                  for n in (T, S, S, T))
+    out = q.scaled_dot_product_attention(k, v, is_causal=True)
+    out.realize(out._ctx.saved["lse"])
+    with Tensor.no_grad():
+        grads = attention_grads(g, out, q, k, v, **out._ctx.saved)
+    return create_schedule([t.lazydata for t in grads]), grads
+
+
+def test_flash_attention_backward_is_two_kernels_on_the_device(cuda, monkeypatch):
+    monkeypatch.setenv("ONLINE", "1")
+    items, grads = flash_backward(cuda)
+    assert len(items) == 2  # dq; dk and dv together
+    want = flash_backward("CPU")[1]
+    for ours, theirs in zip(grads, want, strict=True):
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (nox -s ptx compiles the catalogue)")
+def test_flash_attention_backward_compiles_to_ptx(tmp_path, monkeypatch):
+    monkeypatch.setenv("ONLINE", "1")
+    items, _ = flash_backward("CPU")
+    stored = {id(i.root) for i in items}
+    kernels = [lower(item, stored, CUDARenderer()) for item in items]
+    path = tmp_path / "flash.cu"
+    path.write_text("\n".join(CUDARenderer().render(k).replace(f" {k.name}(", f" {k.name}_{i}(")
+                              for i, k in enumerate(kernels)))
+    done = subprocess.run(["nvcc", "-ptx", "-arch=sm_80", "--std=c++17", "-o", str(tmp_path / "k.ptx"), str(path)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
 
 
 def test_a_reductions_multiply_add_is_one_fmaf(cuda):

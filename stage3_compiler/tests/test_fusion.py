@@ -7,7 +7,10 @@ import numpy as np
 import pytest
 
 from .. import GlobalCounters, Tensor
+from ..autograd import attention_grads
 from ..engine.schedule import create_schedule
+from ..graph.lazy import numel
+from ..ops import Ops
 
 
 def realized(*shape):
@@ -156,17 +159,58 @@ def test_online_softmax_rescales_when_the_row_max_grows(online):
     np.testing.assert_allclose(out.numpy(), attention_ref(q.numpy(), k.numpy(), v.numpy()), rtol=1e-6)
 
 
-def test_attention_in_training_keeps_its_probabilities(online):
-    # the forward realized first, as a training step does: autograd keeps the probabilities for the
-    # backward, so the rule leaves them stored, and the gradients match torch's
+def heads(seed: int, *shape) -> Tensor:
+    return Tensor(np.random.default_rng(seed).standard_normal(shape).astype(np.float32)).requires_grad_()
+
+
+def largest_output(items) -> int:
+    return max(numel(o.shape) for it in items for o in it.outputs)
+
+
+@pytest.mark.parametrize("T, S, causal, kernels", [(16, 16, True, 1), (24, 16, True, 2), (16, 24, False, 2)])
+def test_flash_attention_backward_is_at_most_two_kernels(online, T, S, causal, kernels):
+    # FlashAttention's backward, by autograd's rule and the scheduler (autograd.attention_grads): dq in one
+    # kernel, dk and dv in one, the probabilities recomputed in both; where T == S the three sums run
+    # over one loop and share one kernel. No kernel writes a (T, S) array, forward or backward.
+    q, k, v, g = heads(1, 2, 3, T, 8), heads(2, 2, 3, S, 8), heads(3, 2, 3, S, 8), heads(4, 2, 3, T, 8)
+    out = q.scaled_dot_product_attention(k, v, is_causal=causal)
+    assert out._ctx.op is Ops.ATTENTION
+    lse = out._ctx.saved["lse"]  # each row's log-sum-exp: the output's kernel, and a max and a sum of exps
+    forward = create_schedule([out.lazydata, lse.lazydata])
+    assert largest_output(forward) < 2 * 3 * T * S
+    out.realize(lse)
+    with Tensor.no_grad():
+        grads = attention_grads(g, out, q, k, v, **out._ctx.saved)
+    backward = create_schedule([t.lazydata for t in grads])
+    assert len(backward) == kernels
+    assert largest_output(backward) < 2 * 3 * T * S
     torch = pytest.importorskip("torch")
-    arrays = [np.random.default_rng(i).standard_normal((2, 2, 8, 4)).astype(np.float32) for i in range(3)]
-    q, k, v = (Tensor(a).requires_grad_() for a in arrays)
-    loss = (q.scaled_dot_product_attention(k, v, is_causal=True) ** 2).sum()
-    assert count(loss) > 1
+    tq, tk, tv = (torch.tensor(t.numpy(), requires_grad=True) for t in (q, k, v))
+    want = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
+    want.backward(torch.tensor(g.numpy()))
+    np.testing.assert_allclose(out.numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-6)
+    grads[0].realize(*grads[1:])
+    for ours, theirs in zip(grads, (tq, tk, tv), strict=True):
+        np.testing.assert_allclose(ours.numpy(), theirs.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("mask", ["causal", "bool"])
+def test_attention_trains_through_backward_as_torch(online, mask):
+    # the whole path a training step takes: the forward realized first, then backward() from a loss
+    torch = pytest.importorskip("torch")
+    q, k, v = heads(5, 2, 2, 12, 4), heads(6, 2, 2, 12, 4), heads(7, 2, 2, 12, 4)
+    keep = np.random.default_rng(8).random((12, 12)) < 0.8
+    keep[:, 0] = True
+    kwargs = {"is_causal": True} if mask == "causal" else {"attn_mask": Tensor(keep)}
+    out = q.scaled_dot_product_attention(k, v, **kwargs)
+    # a mask of the user's is not FlashAttention's: that attention is the composite, its probabilities kept
+    assert (out._ctx.op is Ops.ATTENTION) == (mask == "causal")
+    loss = (out ** 2).sum()
+    loss.realize()
     loss.backward()
-    tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in arrays)
-    (torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=True) ** 2).sum().backward()
+    tq, tk, tv = (torch.tensor(t.numpy(), requires_grad=True) for t in (q, k, v))
+    tkw = {"is_causal": True} if mask == "causal" else {"attn_mask": torch.tensor(keep)}
+    (torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, **tkw) ** 2).sum().backward()
     for ours, theirs in ((q, tq), (k, tk), (v, tv)):
         np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-4, atol=1e-5)
 
