@@ -167,16 +167,20 @@ class FunctionalMixin(TensorCore):
 
     def _flash_attention(self, key, value, causal: bool) -> Self:
         """Attention recorded as one op, whose rule is FlashAttention's backward (autograd.attention_grads).
-        Beside the output, the forward keeps each row's log-sum-exp of the scores, from which the
-        backward recomputes the probabilities instead of reading them from memory. The output is the
-        composite (one kernel under ONLINE=1: engine/online.py); the log-sum-exp takes two, a max and a
-        sum of exps, each with the scores computed in its loop (marked recomputed, never stored)."""
+        Beside the output, the forward keeps each row's log-sum-exp of the scores, m + log l for the
+        row's max m and sum of exps l, from which the backward recomputes the probabilities instead
+        of reading them from memory. Under ONLINE=1 one kernel computes both: the online softmax's
+        loop ends with the row's m and l, and writes the log-sum-exp beside the output (engine/online.py).
+        The scores are marked recomputed: where the output is realized before the backward asks for the
+        log-sum-exp, its max and sum (two kernels) compute them in their loops rather than store them."""
         scale = 1 / math.sqrt(self.shape[-1])
         with no_grad():
-            out = attention_scores(self, key, scale, causal).softmax(-1) @ value
             scores = attention_scores(self, key, scale, causal)
             mark_recomputed([scores.lazydata], [self.lazydata, key.lazydata])
-            lse = scores.logsumexp(-1, keepdim=True)
+            top = scores.max(-1, keepdim=True)
+            e = (scores - top).exp()
+            total = e.sum(-1, keepdim=True)
+            out, lse = (e / total) @ value, top + total.log()
         return record(out, Ops.ATTENTION, (self, key, value), lse=lse, scale=scale, causal=causal, memo={})
 
     def tril(self, diagonal: int = 0) -> Self:

@@ -280,7 +280,7 @@ class Lowerer:
             self.uops[self.before_loop:self.before_loop] = [top, acc]
             self.before_loop += 2
             self.shared.update((id(top), id(acc)))
-            self.rows[key] = Row(top, acc)
+            self.rows[key] = Row(top, acc, flat)
         return self.rows[key]
 
     def exp_of(self, value: UOp) -> UOp:
@@ -305,6 +305,7 @@ class Row(NamedTuple):
 
     max: UOp
     total: UOp
+    at: Node  # the row's index in its sum's base, where its statistics are written (engine/online.row_statistics)
 
 
 COMBINE = {Ops.REDUCE_ADD: (Ops.ADD, Ops.OR), Ops.REDUCE_MUL: (Ops.MUL, Ops.AND), Ops.REDUCE_MAX: (Ops.MAX, Ops.OR)}
@@ -356,6 +357,7 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
     reduce_shape: tuple[int, ...] = ()
     accs: list[dict[int, UOp]] = [{} for _ in lanes]  # per lane: reduction id -> its accumulator
     rows: dict[int, Row] = {}  # an online softmax: id of a lane's accumulator -> its row's
+    lane_rows: dict[int, Row] = {}  # and id of a lane's final value (divided by the row's sum) -> its row
     if item.reduce is not None:
         src_shape, axes = item.reduce.srcs[0].shape, item.reduce.arg  # every reduction here has these
         reduce_shape = src_shape
@@ -430,11 +432,23 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
             lane.update({id(r): combine(L, r, found[id(r)], parts) for r in item.reduces})
             for r in item.reduces:  # an online softmax's sum, divided by its row's sum of exps
                 if id(found[id(r)]) in rows:
-                    lane[id(r)] = L.alu(Ops.DIV, r.dtype, lane[id(r)], rows[id(found[id(r)])].total)
+                    row = rows[id(found[id(r)])]
+                    lane[id(r)] = L.alu(Ops.DIV, r.dtype, lane[id(r)], row.total)
+                    # the row's max and sum, for its statistics (engine/online.row_statistics)
+                    lane.update({id(item.online.max): row.max, id(item.online.total): row.total})
+                    lane_rows[id(lane[id(r)])] = row
+    written_rows: set[tuple[int, str]] = set()
     for lane, idx in zip(accs, lanes, strict=True):
         L.accs = lane
         for out, buf in zip(item.outputs, out_bufs, strict=True):  # (a merged output may add size-1 dims)
-            at = idx if out.shape == root.shape else unflatten(flat_index(idx, root.shape), out.shape)
+            if item.online is not None and out is not root:  # a row statistic: at its row, once a row
+                flat = lane_rows[id(lane[id(item.reduce)])].at
+                if (id(out), render(flat)) in written_rows:
+                    continue
+                written_rows.add((id(out), render(flat)))
+                at = unflatten(flat, out.shape)
+            else:
+                at = idx if out.shape == root.shape else unflatten(flat_index(idx, root.shape), out.shape)
             value = lane[id(out)] if id(out) in lane else L.base(out, at)
             L.emit(UOps.STORE, out.dtype, (buf, value), flat_index(at, out.shape))
     for _ in ranges:

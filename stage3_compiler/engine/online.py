@@ -94,15 +94,36 @@ def match(out: LazyBuffer, readers: dict, keep: set[int]) -> OnlineSoftmax | Non
     inside = {id(b) for b in (*formula, total, probs, top, negated, shifted)}
     if inside & keep:
         return None
-    # read by nothing else: probs by the product alone, the rest by each other
+    # read by nothing else: probs by the product alone, the rest by each other, the max and the sum also
+    # by their row statistics, which the kernel writes beside its output (row_statistics)
+    stats = {id(b) for b in row_statistics(top, total, readers)}
     if reader_bases(probs, readers) != {id(w)} or \
-            any(not reader_bases(b, readers) <= inside for b in (*formula, total, top, negated, shifted)):
+            any(not reader_bases(b, readers) <= inside for b in (*formula, negated, shifted)) or \
+            any(not reader_bases(b, readers) <= inside | stats for b in (top, total)):
         return None
     # the product walks each row of probs along j once; the row's max and sum are the same along it
     if not along(probs_view, out.arg[0], row) or not constant_along(total_view, row) \
             or not constant_along(negated.srcs[0], row):
         return None
     return OnlineSoftmax(probs, e, shifted, top, total)
+
+
+def row_statistics(top: LazyBuffer, total: LazyBuffer, readers: dict) -> list[LazyBuffer]:
+    """The elementwise bases computed from a softmax row's max and sum alone (and constants), one
+    value a row: FlashAttention's log-sum-exp, m + log l, which its backward recomputes the
+    probabilities from. The online kernel has both when its loop ends and writes what is read
+    elsewhere beside its output (engine/schedule.fuse)."""
+    found: dict[int, LazyBuffer] = {}
+    known, stack = {id(top), id(total)}, [top, total]
+    while stack:
+        for r, _ in readers.get(id(stack.pop()), ()):
+            if id(r) in found or r.op not in IR_ELEMENTWISE or r.buffer is not None or r.shape != total.shape:
+                continue
+            if all(s.base.op is Ops.CONST or id(s.base) in known and s.shape == s.base.shape for s in r.srcs):
+                found[id(r)] = r
+                known.add(id(r))
+                stack.append(r)
+    return list(found.values())
 
 
 def formula_bases(e: LazyBuffer, shifted: LazyBuffer) -> list[LazyBuffer]:

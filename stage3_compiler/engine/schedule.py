@@ -48,7 +48,7 @@ from ..graph.lazy import LazyBuffer, numel
 from ..ops import IR_ELEMENTWISE, IR_REDUCE, Ops
 from ..settings import enabled
 from .memory import place_in_memory, reads
-from .online import find_online, formula_bases
+from .online import find_online, formula_bases, row_statistics
 
 
 def graph(outs: list[LazyBuffer]) -> list[LazyBuffer]:
@@ -179,13 +179,29 @@ def fuse(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> list[ScheduleItem]:
         inside = {id(b) for b in (*softmax.bases, *formula_bases(softmax.exp, softmax.shifted))}
         realize.difference_update(inside)
         nest_reductions(softmax, inside, readers, realize, fused_into, keep)
-    items = []
+    written = {key: row_outputs(softmax, readers, realize) for key, softmax in online.items()}
+    order = {id(b): i for i, b in enumerate(bases)}
+    placed = []  # (position in the graph, the kernel): after every base it writes
     for b in bases:
         if id(b) not in realize or b.op is Ops.BUFFER:
             continue
         held = b if b.op in IR_REDUCE else fused_into.get(id(b))
-        items.append(ScheduleItem(b, held, online=None if held is None else online.get(id(held))))
+        also = [] if held is None else written.get(id(held), [])
+        item = ScheduleItem(b, held, list(also), online=None if held is None else online.get(id(held)))
+        placed.append((max(order[id(o)] for o in item.outputs), item))
+    items = [item for _, item in sorted(placed, key=lambda p: p[0])]
     return place_in_memory(merge_outputs(items))
+
+
+def row_outputs(softmax, readers: dict, realize: set[int]) -> list[LazyBuffer]:
+    """The online softmax's row statistics (online.row_statistics) its kernel writes: those realized,
+    and those read by something they do not compute (which could not compute them: the max and the
+    sum live in the online kernel only). No longer kernels of their own."""
+    stats = row_statistics(softmax.max, softmax.total, readers)
+    ids = {id(b) for b in stats}
+    outs = [b for b in stats if id(b) in realize or not {id(r) for r, _ in readers.get(id(b), ())} <= ids]
+    realize.difference_update(id(b) for b in outs)
+    return outs
 
 
 def nest_reductions(softmax, inside: set[int], readers: dict, realize: set[int], fused_into: dict,
@@ -272,8 +288,8 @@ def merge_outputs(items: list[ScheduleItem]) -> list[ScheduleItem]:
     that part stays out. Matmuls do not merge: each computes a register tile, and n tiles in one loop
     need n times the registers (on AVX2's 16, the four weight gradients of one shape ran 2.6x
     slower merged than as four kernels: the tiles spilled)."""
-    produced = {id(it.root) for it in items}
-    position = {id(it.root): i for i, it in enumerate(items)}
+    produced = {id(o) for it in items for o in it.outputs}
+    position = {id(o): i for i, it in enumerate(items) for o in it.outputs}
     kept: list[ScheduleItem] = []
     for item in items:
         item_reads = reads(item.root, produced)

@@ -144,24 +144,33 @@ def test_causal_attention_is_one_online_kernel_on_the_device(cuda, monkeypatch):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
-def flash_backward(device: str, T: int = 24, S: int = 16) -> tuple[list, list[Tensor]]:
-    """The schedule of FlashAttention's backward (autograd.attention_grads) for causal heads on the
-    device, with the forward and its log-sum-exp realized, and the three gradients."""
+def flash_attention(device: str, lowered: list | None = None) -> tuple[list, list, list[Tensor]]:
+    """The schedules of FlashAttention's forward (the output and its log-sum-exp) and backward
+    (autograd.attention_grads) for causal heads on the device, and the three gradients. `lowered`
+    receives each kernel lowered for the GPU, before it runs."""
     rng = np.random.default_rng(3)
     q, k, v, g = (Tensor(rng.standard_normal((2, 2, n, 8)).astype(np.float32), device=device).requires_grad_()
-                  for n in (T, S, S, T))
+                  for n in (24, 16, 16, 24))
     out = q.scaled_dot_product_attention(k, v, is_causal=True)
-    out.realize(out._ctx.saved["lse"])
+    lse = out._ctx.saved["lse"]
+    def scheduled(items: list) -> list:
+        if lowered is not None:
+            lowered.extend(lower(item, {id(o) for i in items for o in i.outputs}, CUDARenderer()) for item in items)
+        return items
+
+    forward = scheduled(create_schedule([out.lazydata, lse.lazydata]))
+    out.realize(lse)
     with Tensor.no_grad():
         grads = attention_grads(g, out, q, k, v, **out._ctx.saved)
-    return create_schedule([t.lazydata for t in grads]), grads
+    return forward, scheduled(create_schedule([t.lazydata for t in grads])), grads
 
 
-def test_flash_attention_backward_is_two_kernels_on_the_device(cuda, monkeypatch):
+def test_flash_attention_is_three_kernels_on_the_device(cuda, monkeypatch):
     monkeypatch.setenv("ONLINE", "1")
-    items, grads = flash_backward(cuda)
-    assert len(items) == 2  # dq; dk and dv together
-    want = flash_backward("CPU")[1]
+    forward, backward, grads = flash_attention(cuda)
+    assert len(forward) == 1  # the output and the log-sum-exp
+    assert len(backward) == 2  # dq; dk and dv together
+    want = flash_attention("CPU")[2]
     for ours, theirs in zip(grads, want, strict=True):
         np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-5, atol=1e-6)
 
@@ -169,9 +178,9 @@ def test_flash_attention_backward_is_two_kernels_on_the_device(cuda, monkeypatch
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (nox -s ptx compiles the catalogue)")
 def test_flash_attention_backward_compiles_to_ptx(tmp_path, monkeypatch):
     monkeypatch.setenv("ONLINE", "1")
-    items, _ = flash_backward("CPU")
-    stored = {id(i.root) for i in items}
-    kernels = [lower(item, stored, CUDARenderer()) for item in items]
+    kernels: list = []
+    flash_attention("CPU", kernels)
+    assert len(kernels) == 3
     path = tmp_path / "flash.cu"
     path.write_text("\n".join(CUDARenderer().render(k).replace(f" {k.name}(", f" {k.name}_{i}(")
                               for i, k in enumerate(kernels)))

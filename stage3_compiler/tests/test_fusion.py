@@ -169,14 +169,16 @@ def largest_output(items) -> int:
 
 @pytest.mark.parametrize("T, S, causal, kernels", [(16, 16, True, 1), (24, 16, True, 2), (16, 24, False, 2)])
 def test_flash_attention_backward_is_at_most_two_kernels(online, T, S, causal, kernels):
-    # FlashAttention's backward, by autograd's rule and the scheduler (autograd.attention_grads): dq in one
-    # kernel, dk and dv in one, the probabilities recomputed in both; where T == S the three sums run
-    # over one loop and share one kernel. No kernel writes a (T, S) array, forward or backward.
+    # FlashAttention, by autograd's rule and the scheduler (autograd.attention_grads): the forward is one
+    # kernel, which writes the output and each row's log-sum-exp; the backward is dq in one kernel, dk and
+    # dv in one, the probabilities recomputed in both (where T == S the three sums run over one loop and
+    # share one kernel). No kernel writes a (T, S) array.
     q, k, v, g = heads(1, 2, 3, T, 8), heads(2, 2, 3, S, 8), heads(3, 2, 3, S, 8), heads(4, 2, 3, T, 8)
     out = q.scaled_dot_product_attention(k, v, is_causal=causal)
     assert out._ctx.op is Ops.ATTENTION
-    lse = out._ctx.saved["lse"]  # each row's log-sum-exp: the output's kernel, and a max and a sum of exps
+    lse = out._ctx.saved["lse"]  # each row's log-sum-exp, written by the online kernel beside the output
     forward = create_schedule([out.lazydata, lse.lazydata])
+    assert len(forward) == 1
     assert largest_output(forward) < 2 * 3 * T * S
     out.realize(lse)
     with Tensor.no_grad():
