@@ -181,6 +181,8 @@ class FunctionalMixin(TensorCore):
             e = (scores - top).exp()
             total = e.sum(-1, keepdim=True)
             out, lse = (e / total) @ value, top + total.log()
+            lse.lazydata.base.forced = True
+            out.lazydata.base.along = (lse.lazydata,)  # realized with the output, by its kernel
         return record(out, Ops.ATTENTION, (self, key, value), lse=lse, scale=scale, causal=causal, memo={})
 
     def tril(self, diagonal: int = 0) -> Self:

@@ -52,7 +52,8 @@ from .online import find_online, formula_bases, row_statistics
 
 
 def graph(outs: list[LazyBuffer]) -> list[LazyBuffer]:
-    """Every unrealized base the outputs depend on, sources before users (iterative DFS, fixed order)."""
+    """Every unrealized base the outputs depend on, sources before users (iterative DFS, fixed order),
+    and the bases realized along with one of them (LazyBuffer.along)."""
     order, seen = [], set()
     stack = [(o.base, False) for o in reversed(outs)]
     while stack:
@@ -61,6 +62,7 @@ def graph(outs: list[LazyBuffer]) -> list[LazyBuffer]:
             continue
         if expanded:
             order.append(b)
+            stack.extend((a.base, False) for a in b.along)
             continue
         seen.add(id(b))
         stack.append((b, True))

@@ -55,6 +55,9 @@ class LazyBuffer:
             # computed again inside every kernel that reads it, a reduction in a loop nested there, and
             # never stored: FlashAttention's scores and probabilities (autograd.attention_grads)
             self.recomputed = False
+            # realized whenever this base is (each forced): FlashAttention's log-sum-exp with its output,
+            # which the online kernel writes from the row statistics only it holds (engine/online.py)
+            self.along: tuple[LazyBuffer, ...] = ()
 
     # ---- what it is ----
 
