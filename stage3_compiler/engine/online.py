@@ -16,9 +16,12 @@ The rule (`find_online`) matches a REDUCE_ADD over j whose source is a product w
 - e is exp's formula of x - m (LazyBuffer.formula), and m = the REDUCE_MAX of x over the row;
 - the product reads probs along j one to one: each output visits every entry of one row once.
 The max, the sum, e, its formula and probs must be read by nothing else, and none of them may be
-asked for or forced. In training, autograd keeps the probabilities for the backward (LazyBuffer.kept),
-so the rule does not apply, and the unfused kernels run: a FlashAttention backward, which would
-recompute them from the row's max and sum, is not built.
+asked for or forced; the max and the sum may also be read by their row statistics (`row_statistics`:
+m + log l, FlashAttention's log-sum-exp), which the kernel writes beside its output once its loop
+ends. Where autograd keeps the probabilities for the backward (LazyBuffer.kept: the softmax
+differentiated op by op), the rule does not apply and the unfused kernels run. Under ONLINE=1
+attention is recorded as one op instead, whose rule recomputes them from the log-sum-exp
+(autograd.attention_grads: FlashAttention's backward).
 
 Each term takes one exp: where x_j raises the max, its own factor is e^0 = 1 and the rescale is
 e^(m_old - x_j); otherwise the rescale is 1 and the factor e^(x_j - m_old). Either way it is

@@ -32,11 +32,15 @@ computed inside the kernel that reads it, as an expression, and never stored). T
   longer rows (copy_padded), so its rows do not fight over one set of the L1 cache;
 - a chain of more than MAX_DEPTH fused ops is cut by realizing the base at the cut: a kernel of
   ten thousand chained adds would take long to compile, and lowering it recurses that deep.
-- with ONLINE=1, a softmax whose only reader is a sum weighted by it (attention's probabilities @ v,
-  outside training) is folded into that sum's loop, with the scores' reduction nested in it
-  (engine/online.py): causal attention's forward is one kernel.
-A kernel therefore writes one base and holds at most one reduction loop (plus, under ONLINE=1,
-the reductions nested in an online softmax's).
+- with ONLINE=1, a softmax whose only reader is a sum weighted by it (attention's probabilities @ v)
+  is folded into that sum's loop, with the scores' reduction nested in it, and the kernel also
+  writes the rows' log-sum-exp where it is asked for (engine/online.py): causal attention's
+  forward is one kernel;
+- a base marked recomputed (LazyBuffer.recomputed: FlashAttention's backward marks its scores,
+  probabilities and their gradients, autograd.attention_grads) is computed inside every kernel
+  that reads it, a reduction in a loop nested there, and never stored.
+A kernel therefore writes one base (or several of one shape, merged) and holds one reduction loop,
+plus the reductions nested in it: an online softmax's scores, and recomputed sums.
 """
 
 from __future__ import annotations
