@@ -6,8 +6,10 @@ the rule off and on (ONLINE=1) in turn, twice, and prints a table; torch's eager
 work is its own process too. The measurements (`--one WHAT`):
 - attention: causal scaled_dot_product_attention's forward alone, (12, 4, 64, 32), under TinyJit;
 - forward: the model's forward and loss without gradients (an evaluation batch), under TinyJit;
-- decode: nanochat's KV-cache decode (benchmarks/decode_tree.py's model and prompt), tokens/s.
-Training steps do not use the rule: autograd keeps the probabilities for the backward.
+- decode: nanochat's KV-cache decode (benchmarks/decode_tree.py's model and prompt), tokens/s;
+- attention_grad: the attention's forward and backward (dq, dk, dv from a given output gradient), under
+  TinyJit: with ONLINE=1, FlashAttention (one kernel forward, two at most backward: autograd.attention_grads);
+- step: nanoGPT's whole training step (benchmarks/test_train.py's steppers), jitted.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ import numpy as np
 
 from benchmarks.cpu_step import cpu_name, median_ms
 
-WHAT = ("attention", "forward", "decode")
+WHAT = ("attention", "forward", "decode", "attention_grad", "step")
+HEADS = (12, 4, 64, 32)  # nanoGPT's CPU config: batch 12, 4 heads, block 64, head 32
 
 
 def stage3_call(what: str):
@@ -33,10 +36,23 @@ def stage3_call(what: str):
 
     rng = np.random.default_rng(0)
     if what == "attention":
-        q, k, v = (s3.Tensor(rng.standard_normal((12, 4, 64, 32)).astype(np.float32)) for _ in range(3))
+        q, k, v = (s3.Tensor(rng.standard_normal(HEADS).astype(np.float32)) for _ in range(3))
         attend = s3.TinyJit(lambda q, k, v: q.scaled_dot_product_attention(k, v, is_causal=True).realize())
         return lambda: attend(q, k, v).numpy()
+    if what == "attention_grad":
+        q, k, v, g = (s3.Tensor(rng.standard_normal(HEADS).astype(np.float32)) for _ in range(4))
+
+        @s3.TinyJit
+        def grads(q, k, v, g):
+            q, k, v = (t.requires_grad_() for t in (q, k, v))
+            q.scaled_dot_product_attention(k, v, is_causal=True).backward(g)
+            found = (q.grad, k.grad, v.grad)
+            q.grad = k.grad = v.grad = None
+            return found[0].realize(*found[1:])
+        return lambda: grads(q, k, v, g).numpy()
     _, weights = B.stage2_stepper()
+    if what == "step":
+        return B.stage3_stepper(weights)
     model = GPT(s3, B.CONFIG)
     load_model_weights(s3, model, weights)
 
@@ -59,8 +75,18 @@ def torch_call(what: str):
 
     rng = np.random.default_rng(0)
     if what == "attention":
-        q, k, v = (torch.tensor(rng.standard_normal((12, 4, 64, 32)).astype(np.float32)) for _ in range(3))
+        q, k, v = (torch.tensor(rng.standard_normal(HEADS).astype(np.float32)) for _ in range(3))
         return lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    if what == "attention_grad":
+        q, k, v = (torch.tensor(rng.standard_normal(HEADS).astype(np.float32), requires_grad=True) for _ in range(3))
+        g = torch.tensor(rng.standard_normal(HEADS).astype(np.float32))
+
+        def grads():
+            torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True).backward(g)
+            q.grad = k.grad = v.grad = None
+        return grads
+    if what == "step":
+        return B.torch_stepper(B.stage2_stepper()[1])
     c = B.CONFIG
     model = TorchGPT(c.vocab_size, c.block_size, c.n_layer, c.n_head, c.n_embd, c.bias)
 

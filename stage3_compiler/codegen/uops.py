@@ -36,6 +36,7 @@ class UOps(Enum):
     STORE = auto()  # srcs: (GLOBAL, value); arg: the index Node
     VEC = auto()  # a vector of lanes: each the scalar srcs[0], or lane k srcs[k] (codegen/vectorize.py)
     GEP = auto()  # one lane of the vector srcs[0]; arg: the lane
+    SHUFFLE = auto()  # some lanes of the vector srcs[0], a vector of its own; arg: their indices
 
 
 class LoopKind(Enum):

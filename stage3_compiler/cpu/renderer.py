@@ -437,7 +437,14 @@ class CRenderer(Renderer):
         src.names[id(u)] = u.name
         src.add(f"{self.ctype(u.dtype)} {u.name} = {src.names[id(u.srcs[0])]}[{u.arg}];")
 
+    def render_shuffle(self, src: Source, u: UOp) -> None:
+        src.names[id(u)] = u.name
+        v = src.names[id(u.srcs[0])]
+        src.add(f"{self.ctype(u.dtype, u.lanes)} {u.name} = __builtin_shufflevector({v}, {v}, "
+                f"{', '.join(str(k) for k in u.arg)});")
+
     RULES = {UOps.GLOBAL: render_global, UOps.RANGE: render_range, UOps.ENDRANGE: render_endrange,
              UOps.CONST: render_const, UOps.COND: render_cond, UOps.ACC: render_acc, UOps.ACCS: render_accs,
              UOps.PART: render_part, UOps.LOAD: render_load, UOps.CAST: render_cast, UOps.ALU: render_alu,
-             UOps.UPDATE: render_update, UOps.STORE: render_store, UOps.VEC: render_vec, UOps.GEP: render_gep}
+             UOps.UPDATE: render_update, UOps.STORE: render_store, UOps.VEC: render_vec, UOps.GEP: render_gep,
+             UOps.SHUFFLE: render_shuffle}

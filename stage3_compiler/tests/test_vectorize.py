@@ -168,3 +168,16 @@ def test_a_transposing_copy_is_a_16_by_16_block_in_registers():
     found = vectors(lower(item, stored, CPU, opts))
     assert found[UOps.LOAD] == {16} and found[UOps.STORE] == {16}
     assert np.array_equal(run_with(item, stored, opts), x.numpy().T.copy().view(np.uint32).reshape(-1))
+
+
+def test_a_nested_sums_lanes_add_by_halves_in_the_scalar_trees_order(monkeypatch):
+    # attention's scores over a head of 16, nested in the online softmax's loop (ONLINE=1): one vector
+    # product, then its lanes summed a level of the pairwise tree at a time (8, 4, 2 lanes wide)
+    monkeypatch.setenv("ONLINE", "1")
+    q, k, v = rand(2, 2, 8, 16), rand(2, 2, 8, 16, seed=1), rand(2, 2, 8, 16, seed=2)
+    item, stored = last_item(q.scaled_dot_product_attention(k, v, is_causal=True))
+    opts = heuristic_opts(item, CPU, 1, stored)
+    kernel = lower(item, stored, CPU, opts)
+    assert vectors(kernel)[UOps.SHUFFLE] == {8, 4, 2}
+    assert sum(u.op is UOps.GEP for u in kernel.uops) == 2  # the last two lanes out, not 16
+    assert np.array_equal(run_with(item, stored, opts), scalar_bits(item, stored, opts))
