@@ -240,7 +240,9 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
         if capture.CAPTURING:  # a replay runs it again (engine/capture.py)
             capture.note_fixed(buf, f"{n} numbers from iota",
                                lambda out: check(out.kernels.iota(out.address, n), "iota", "arange"))
-        return Tensor._whole(buf, (n,), dtypes.int64, device)
+        out = Tensor._whole(buf, (n,), dtypes.int64, device)
+        out.lazydata.iota = True  # an index array compared with it is a lookup (codegen/lower.Lowerer.picked)
+        return out
 
     @staticmethod
     def linspace(start, stop, steps: int, dtype=None, device=None, **kwargs) -> Tensor:

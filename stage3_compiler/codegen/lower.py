@@ -18,7 +18,7 @@ import math
 from typing import Any, NamedTuple
 
 from ..dtype import DType, dtypes
-from ..graph.lazy import LazyBuffer, numel
+from ..graph.lazy import LazyBuffer, holds_iota, numel
 from ..graph.symbolic import Node, Num, Var, Variable, layout, render, vars
 from ..ops import IR_ELEMENTWISE, IR_REDUCE, Ops
 from ..threads import get_num_threads
@@ -239,6 +239,51 @@ class Lowerer:
         self.cache = outside  # values inside the loop belong to its scope
         return acc
 
+    # ---- a lookup: a one-hot sum read as a load at the index (an embedding's rows) ----
+
+    def picked(self, r: LazyBuffer, idxs: list[Node]) -> UOp | None:
+        """The sum r over j of where(x == j, value, 0) at idxs (idxs[j] a placeholder), for an x that does
+        not vary along j and a j read from arange's buffer: integer-array indexing and an embedding's
+        lookup (movement._gather). That is the value at j = x where 0 <= x < n, else 0, read with one
+        load at the index x instead of a loop over every j (nanochat's token embedding was a loop over
+        4096 rows for each of 2048 tokens' 256 columns). None where r is not such a sum. The loaded
+        index names the UOp that holds it (a Var of its name), so the load's index is a C expression
+        of it; the index is clamped into [0, n), and a value picked where x was outside is thrown away."""
+        (axis,), src = r.arg, r.srcs[0]
+        n = src.shape[axis]
+        if isinstance(n, Node) or r.dtype is dtypes.bool or not src.is_base or src.op is not Ops.WHERE:
+            return None
+        cond, value, zero = src.srcs
+        if not (zero.base.op is Ops.CONST and zero.base.buffer is None and zero.base.arg == 0):
+            return None
+        hit = cond.base
+        if hit.op is not Ops.CMPEQ or not all(s.dtype.is_int for s in hit.srcs):
+            return None
+        j = idxs[axis]
+        at, valid = cond.st.expr_idxs(idxs) if not cond.is_base else (flat_index(idxs, cond.shape), None)
+        if valid is not None:
+            return None
+        hit_idxs = unflatten(at, hit.shape)
+        for x, iota in (hit.srcs, hit.srcs[::-1]):
+            if iota.is_base or not holds_iota(iota.base) or x.dtype is not dtypes.int64:
+                continue
+            where, valid = iota.st.expr_idxs(hit_idxs)
+            xs, x_valid = x.st.expr_idxs(hit_idxs) if not x.is_base else (flat_index(hit_idxs, x.shape), None)
+            if valid is None and x_valid is None and render(where) == render(j) and \
+                    j.name not in {v.name for v in vars(xs)}:
+                break
+        else:
+            return None
+        index = self.view(x, hit_idxs)
+
+        def clamped() -> UOp:  # min(max(x, 0), n - 1), once for every lane that reads this index
+            low = self.alu(Ops.NEG, dtypes.int64, self.alu(Ops.MAX, dtypes.int64, index, self.const(0, dtypes.int64)))
+            return self.alu(Ops.NEG, dtypes.int64, self.alu(Ops.MAX, dtypes.int64, low, self.const(1 - n, dtypes.int64)))
+        inside = self.cached(("clamped", index.name, n), clamped)
+        ok = self.cached(("inside", index.name, n), lambda: self.alu(Ops.CMPEQ, dtypes.bool, index, inside))
+        found = self.view(value, [Var(inside.name, 0, n - 1) if d == axis else i for d, i in enumerate(idxs)])
+        return self.alu(Ops.WHERE, r.dtype, ok, found, self.const(0, r.dtype))
+
     # ---- an online softmax (engine/online.py) ----
 
     def softmax_term(self, idxs: list[Node]) -> UOp:
@@ -358,7 +403,8 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
     accs: list[dict[int, UOp]] = [{} for _ in lanes]  # per lane: reduction id -> its accumulator
     rows: dict[int, Row] = {}  # an online softmax: id of a lane's accumulator -> its row's
     lane_rows: dict[int, Row] = {}  # and id of a lane's final value (divided by the row's sum) -> its row
-    if item.reduce is not None:
+    lookup = item.reduce is not None and looked_up(L, item, plan, lanes, accs)
+    if item.reduce is not None and not lookup:
         src_shape, axes = item.reduce.srcs[0].shape, item.reduce.arg  # every reduction here has these
         reduce_shape = src_shape
         split_axis, parts = next(iter(plan.split.items()), (None, 1))
@@ -461,6 +507,7 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
     name += "".join(f"_B{b}" for b in plan.block.values())
     name += f"_T{plan.threads}" if plan.threads > 1 else ""
     name += f"_O{len(item.outputs)}" if item.also else ""  # several outputs (engine/schedule.merge_outputs)
+    name += "_lookup" if lookup else ""
     if item.reduce is not None and 0 in item.reduce.srcs[0].shape:
         name += "_empty"
     name += "_online" if item.online is not None else ""
@@ -470,6 +517,25 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
         uops = vectorize(uops, upcast, amounts[0], renderer.vector_width, L.shared, L.sums, amounts[1])
     return Kernel(name, root.shape, uops, L.buffers, L.alu_count // upcast, reduce_shape, upcast,
                   len(item.outputs), tuple(opts), plan.threads, kernel_variables(L.uops), item.online is not None)
+
+
+def looked_up(L: Lowerer, item: ScheduleItem, plan, lanes: list[list[Node]], accs: list[dict]) -> bool:
+    """A kernel's one reduction, a one-hot sum over one axis (Lowerer.picked), read at each lane's
+    index: True, with each lane's value in `accs`, and no reduction loop to write. Options that cut
+    the reduction's loop (SPLIT, UNROLL) keep the loop."""
+    r = item.reduce
+    if item.also_reduces or item.online is not None or plan.split or plan.unroll or len(r.arg) != 1 \
+            or 0 in r.srcs[0].shape:
+        return False
+    for lane, idx in zip(accs, lanes, strict=True):
+        if r.shape != item.root.shape:  # the reader reads the reduction reshaped: same order, other dims
+            idx = unflatten(flat_index(idx, item.root.shape), r.shape)
+        value = L.picked(r, [Var("pick", 0, layout(n) - 1) if d in r.arg else i
+                             for d, (i, n) in enumerate(zip(idx, r.srcs[0].shape, strict=True))])
+        if value is None:
+            return False
+        lane[id(r)] = value
+    return True
 
 
 def kernel_variables(uops: list[UOp]) -> tuple[Variable, ...]:

@@ -20,7 +20,7 @@ import hashlib
 from ..codegen.item import ScheduleItem
 from ..codegen.lower import lower
 from ..cpu.compiler import machine_key
-from ..graph.lazy import LazyBuffer
+from ..graph.lazy import LazyBuffer, holds_iota
 from ..graph.shapetracker import is_symbolic
 from ..graph.symbolic import variables
 from ..ops import Ops
@@ -49,7 +49,8 @@ def structure(item: ScheduleItem, stored: set[int], found: set | None = None) ->
             return number[id(b)]
         if id(b) not in outputs and (b.buffer is not None or id(b) in stored):
             inputs.append(b)
-            record: tuple = ("LOAD", b.dtype.name, b.shape, const_key(b.arg) if b.op is Ops.CONST else None)
+            record: tuple = ("LOAD", b.dtype.name, b.shape, const_key(b.arg) if b.op is Ops.CONST else None,
+                             holds_iota(b))  # (an index compared with an iota is a lookup: Lowerer.picked)
         elif b.op is Ops.CONST:
             record = ("CONST", const_key(b.arg), b.dtype.name, b.shape)
         else:

@@ -58,6 +58,7 @@ class LazyBuffer:
             # realized whenever this base is (each forced): FlashAttention's log-sum-exp with its output,
             # which the online kernel writes from the row statistics only it holds (engine/online.py)
             self.along: tuple[LazyBuffer, ...] = ()
+            self.iota = False  # a buffer filled with 0, 1, 2...: arange's (holds while its buffer's version is 0)
 
     # ---- what it is ----
 
@@ -159,6 +160,11 @@ class LazyBuffer:
 
     def flip(self, axes: tuple[int, ...]) -> LazyBuffer:
         return self if not axes else self._view(self.st.flip(axes))
+
+
+def holds_iota(b: LazyBuffer) -> bool:
+    """Does b's buffer hold 0, 1, 2... (arange's), unwritten since?"""
+    return b.iota and b.buffer is not None and b.buffer.version == 0
 
 
 def mark_recomputed(tops: list[LazyBuffer], inputs: list[LazyBuffer]) -> None:

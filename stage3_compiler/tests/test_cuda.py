@@ -374,7 +374,8 @@ def test_rendered_kernels_compile_to_ptx(tmp_path):
     kernels = [_kernel(x.softmax(-1)), _kernel((x < 0).where(float("-inf"), x).max(0)),
                _kernel(x.cast(dtypes.int64) * 3), _kernel(x.pad(((1, 1), (0, 0))).sum(0)),
                _kernel(x.cast(dtypes.float64).exp()),  # POW2 of doubles: ldexp
-               _kernel(x @ x.T), _kernel(x.cast(dtypes.float64) @ x.cast(dtypes.float64).T)]  # fmaf, fma
+               _kernel(x @ x.T), _kernel(x.cast(dtypes.float64) @ x.cast(dtypes.float64).T),  # fmaf, fma
+               _kernel(x[Tensor([3, 0, -1])])]  # a lookup: a load at an index the kernel loaded
     path = tmp_path / "kernels.cu"
     # one translation unit: kernels renamed apart (two may share a name), the prelude repeated identically
     path.write_text("\n".join(CUDARenderer().render(k).replace(f" {k.name}(", f" {k.name}_{i}(")

@@ -72,20 +72,35 @@ def test_lanes_that_gather_or_take_a_max_stay_scalar():
         assert np.array_equal(run_with(item, stored, opts), scalar_bits(item, stored, opts))
 
 
-def test_an_embedding_lookup_selects_whole_vectors():
-    # sum_r where(idx[t] == r, w[r, c], 0): the row's condition is one for its 16 columns, so each
-    # row of the tile selects a vector of w's row (or zeros) into one vector accumulator
+def test_an_embedding_lookup_loads_its_row_as_vectors():
+    # sum_r where(idx[t] == r, w[r, c], 0) with r arange's: no loop over r, one vector load a 16 columns
+    # of w's row idx[t] (Lowerer.picked), by the index the kernel loaded
     w = rand(32, 64)
     idx = Tensor(np.random.default_rng(1).integers(0, 32, (16,)))
     item, stored = last_item(w[idx])
+    kernel = lower(item, stored, CPU, None)
+    found = vectors(kernel)
+    assert kernel.name.endswith("_lookup") and not any(u.op is UOps.RANGE and u.arg.var.startswith("ridx")
+                                                        for u in kernel.uops)
+    assert UOps.ACC not in found and found[UOps.LOAD] == {16} and found[UOps.STORE] == {16}
+    assert np.array_equal(run_with(item, stored, kernel.opts), scalar_bits(item, stored, kernel.opts))
+    np.testing.assert_array_equal(w[idx].numpy(), w.numpy()[idx.numpy()])
+
+
+def test_an_embedding_gradient_selects_whole_vectors():
+    # sum_t where(idx[t] == r, g[t, c], 0): the index varies along the sum, so it stays a loop, a matmul
+    # with a one-hot operand; the row's condition is one for its 16 columns, so each row of the tile
+    # selects a vector of g's row (or zeros) into one vector accumulator
+    g = rand(16, 64)
+    idx = Tensor(np.random.default_rng(1).integers(0, 32, (16,)))
+    hit = idx.reshape(16, 1, 1) == Tensor.arange(32).reshape(1, 32, 1)
+    item, stored = last_item(hit.where(g.reshape(16, 1, 64), 0.0).sum(0))
     kernel = lower(item, stored, CPU, None)  # the heuristics' options: a matmul's tile
     found = vectors(kernel)
     assert found[UOps.ACC] == {16} and found[UOps.LOAD] == {16} and found[UOps.STORE] == {16}
     where = [u for u in kernel.uops if u.op is UOps.ALU and u.lanes == 16 and u.arg.name == "WHERE"]
     assert where and all(u.srcs[0].lanes == 1 for u in where)  # a scalar condition picks the vector
-    opts = kernel.opts
-    assert np.array_equal(run_with(item, stored, opts), scalar_bits(item, stored, opts))
-    np.testing.assert_array_equal(w[idx].numpy(), w.numpy()[idx.numpy()])
+    assert np.array_equal(run_with(item, stored, kernel.opts), scalar_bits(item, stored, kernel.opts))
 
 
 def test_no_upcast_no_change_and_dead_code_goes():
