@@ -276,9 +276,10 @@ class Lowerer:
             return None
         index = self.view(x, hit_idxs)
 
-        def clamped() -> UOp:  # min(max(x, 0), n - 1), once for every lane that reads this index
-            low = self.alu(Ops.NEG, dtypes.int64, self.alu(Ops.MAX, dtypes.int64, index, self.const(0, dtypes.int64)))
-            return self.alu(Ops.NEG, dtypes.int64, self.alu(Ops.MAX, dtypes.int64, low, self.const(1 - n, dtypes.int64)))
+        def clamped() -> UOp:  # min(max(x, 0), n - 1) = -max(-max(x, 0), 1 - n), once for every lane reading it
+            i64 = dtypes.int64
+            low = self.alu(Ops.NEG, i64, self.alu(Ops.MAX, i64, index, self.const(0, i64)))
+            return self.alu(Ops.NEG, i64, self.alu(Ops.MAX, i64, low, self.const(1 - n, i64)))
         inside = self.cached(("clamped", index.name, n), clamped)
         ok = self.cached(("inside", index.name, n), lambda: self.alu(Ops.CMPEQ, dtypes.bool, index, inside))
         found = self.view(value, [Var(inside.name, 0, n - 1) if d == axis else i for d, i in enumerate(idxs)])
