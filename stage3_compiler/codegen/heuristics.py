@@ -124,7 +124,8 @@ def lanes_of(size: int | Node, most: int) -> int:
 
 def selected_product(b: LazyBuffer) -> bool:
     """Is b a select of a value or 0, where(cond, value, 0)? Summed, it is a matmul with a one-hot
-    operand: an embedding's lookup, sum_r where(idx[t] == r, w[r, c], 0), and its gradient. Its
+    operand: an embedding's lookup, sum_r where(idx[t] == r, w[r, c], 0) (lowered as a load at idx[t]
+    where r is arange's: Lowerer.picked, which takes the tile's lanes), and its gradient. Its
     condition is one for a whole row of the tile, so the tile's lanes select whole vectors."""
     zero = b.srcs[2].base if b.op is Ops.WHERE else None
     return zero is not None and zero.op is Ops.CONST and zero.buffer is None and zero.arg == 0
