@@ -97,7 +97,9 @@ def matmul_tile(item: ScheduleItem, renderer: Renderer, stored: set[int] | None 
             # once per pass: all n columns in one pass compute each value once, one row a pass keeps the
             # accumulators in registers. One Zen 3 core, 12x4 heads of 64x64 @ 64x32 with attention's
             # probabilities computed in the loop (as the scheduler did then): 4x16 5.2 ms, 1x32 2.9.
-            return {root_axis(item, n): shape[n]} if shape[n] > 1 else {}
+            # (the root's axis: a reduction read reshaped, (12, 24) as (2, 6, 24), has fewer along it)
+            axis = root_axis(item, n)
+            return {axis: item.root.shape[axis]} if axis is not None and item.root.shape[axis] > 1 else {}
         sizes, n_axis = item.root.shape, root_axis(item, n)
         tile = {d: lanes_of(sizes[d], t) for d, t in tile.items()}
         if one_row or tile[root_axis(item, m)] == 1:

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from .. import GlobalCounters, Tensor
+from .. import GlobalCounters, Tensor, TinyJit, nn, optim
 from ..autograd import attention_grads
 from ..engine.schedule import create_schedule
 from ..graph.lazy import numel
@@ -215,6 +215,40 @@ def test_attention_trains_through_backward_as_torch(online, mask):
     (torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, **tkw) ** 2).sum().backward()
     for ours, theirs in ((q, tq), (k, tk), (v, tv)):
         np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def attention_training(jitted: bool) -> tuple[list[float], np.ndarray]:
+    """Three AdamW steps of one causal self-attention layer (a Linear to q, k and v, 2 heads of 4); the
+    losses and the final weight."""
+    Tensor.manual_seed(1)
+    qkv = nn.Linear(8, 24)
+    opt = optim.AdamW([qkv.weight, qkv.bias], lr=0.05)
+
+    def step(x):
+        heads = qkv(x).reshape(2, 6, 3, 2, 4).permute(2, 0, 3, 1, 4)  # (q k v, batch, head, time, dim)
+        out = heads[0].scaled_dot_product_attention(heads[1], heads[2], is_causal=True)
+        loss = (out * out).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    run = TinyJit(step) if jitted else step
+    rng = np.random.default_rng(2)
+    losses = [run(Tensor(rng.standard_normal((2, 6, 8)).astype(np.float32))) for _ in range(3)]
+    return [loss.item() for loss in losses], qkv.weight.numpy()
+
+
+def test_a_jitted_step_with_flash_attention_is_the_eager_step(online, monkeypatch):
+    # FlashAttention's kernels (the forward writing each row's log-sum-exp, the backward's) replay to the
+    # eager step's bits, and train as the unfused attention does
+    eager, jitted = attention_training(False), attention_training(True)
+    assert jitted[0] == eager[0]
+    np.testing.assert_array_equal(jitted[1], eager[1])
+    monkeypatch.setenv("ONLINE", "0")
+    unfused = attention_training(False)
+    np.testing.assert_allclose(eager[0], unfused[0], rtol=1e-5)
+    np.testing.assert_allclose(eager[1], unfused[1], rtol=1e-4, atol=1e-6)
 
 
 def test_an_adamw_step_writes_param_m_and_v_in_one_kernel():

@@ -160,6 +160,19 @@ def test_heuristics_tile_a_matmul_and_thread_only_big_kernels():
     assert heuristic_opts(small, CPU, 2) == ()  # 64 entries do not pay for waking a thread
 
 
+def test_a_narrow_tile_fits_the_axis_its_product_is_read_along():
+    # x @ w.T + b on a (2, 6, 8) input, w an expression computed in the loop (a fresh Linear's lazy
+    # init): the product's 12 rows are the kernel's 2 x 6, and the tile of one row a pass takes the
+    # 6 of the root's axis (it took 12, and the option raised)
+    x, w, b = rand(2, 6, 8), rand(24, 8, seed=1), rand(24, seed=2)
+    out = x @ (w + 1.0).T + b
+    item, stored = last_item(out)
+    opts = heuristic_opts(item, CPU, 1, stored)
+    assert all(item.root.shape[o.axis] % o.amount == 0 for o in opts if o.op is OptOps.UPCAST)
+    want = x.numpy() @ (w.numpy() + 1).T + b.numpy()
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-6)
+
+
 def test_heuristics_split_a_row_reduction_read_along_memory():
     x = rand(12, 64, 128)
     parts = CPU.split_parts  # a vector register of float32 partials: 16 with AVX-512, 8 with AVX2
