@@ -181,11 +181,7 @@ def test_flash_attention_backward_compiles_to_ptx(tmp_path, monkeypatch):
     kernels: list = []
     flash_attention("CPU", kernels)
     assert len(kernels) == 3
-    path = tmp_path / "flash.cu"
-    path.write_text("\n".join(CUDARenderer().render(k).replace(f" {k.name}(", f" {k.name}_{i}(")
-                              for i, k in enumerate(kernels)))
-    done = subprocess.run(["nvcc", "-ptx", "-arch=sm_80", "--std=c++17", "-o", str(tmp_path / "k.ptx"), str(path)],
-                          capture_output=True, text=True)
+    done = nvcc_ptx(kernels, tmp_path)
     assert done.returncode == 0, done.stderr
 
 
@@ -376,13 +372,18 @@ def test_rendered_kernels_compile_to_ptx(tmp_path):
                _kernel(x.cast(dtypes.float64).exp()),  # POW2 of doubles: ldexp
                _kernel(x @ x.T), _kernel(x.cast(dtypes.float64) @ x.cast(dtypes.float64).T),  # fmaf, fma
                _kernel(x[Tensor([3, 0, -1])])]  # a lookup: a load at an index the kernel loaded
+    done = nvcc_ptx(kernels, tmp_path)
+    assert done.returncode == 0, done.stderr
+
+
+def nvcc_ptx(kernels: list, tmp_path: Path) -> subprocess.CompletedProcess:
+    """The kernels' CUDA C compiled to PTX by nvcc, as one translation unit: kernels renamed apart (two
+    may share a name), the prelude repeated identically."""
     path = tmp_path / "kernels.cu"
-    # one translation unit: kernels renamed apart (two may share a name), the prelude repeated identically
     path.write_text("\n".join(CUDARenderer().render(k).replace(f" {k.name}(", f" {k.name}_{i}(")
                               for i, k in enumerate(kernels)))
-    done = subprocess.run(["nvcc", "-ptx", "-arch=sm_80", "--std=c++17", "-o", str(tmp_path / "k.ptx"), str(path)],
+    return subprocess.run(["nvcc", "-ptx", "-arch=sm_80", "--std=c++17", "-o", str(tmp_path / "k.ptx"), str(path)],
                           capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
 
 
 # ---- no device needed: what a machine without CuPy sees ----
