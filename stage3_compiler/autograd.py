@@ -98,7 +98,9 @@ def _argsort(order: tuple) -> tuple:
 
 
 def attention_scores(q, k, scale: float, causal: bool):
-    """q @ k^T * scale; where causal, -inf at every key after the query's own position."""
+    """q @ k^T * scale; where causal, -inf at every key after the query's own position. The causal mask is
+    a comparison of row and column indices, not a tril of ones: two ops the scores' kernel computes in
+    its loop instead of a (T, S) buffer a kernel writes first."""
     s = q @ k.transpose(-2, -1) * scale
     if causal:
         T, S = s.shape[-2:]

@@ -152,13 +152,8 @@ class FunctionalMixin(TensorCore):
             key, value = key.repeat_interleave(group, -3), value.repeat_interleave(group, -3)
         if attn_mask is None and dropout_p == 0 and flash_applies(self, key, value):
             return self._flash_attention(key, value, is_causal)
-        scores = self @ key.transpose(-2, -1) * (1 / math.sqrt(self.shape[-1]))  # (..., T, S)
-        if is_causal:
-            T, S = scores.shape[-2:]
-            # the causal mask as a comparison of row and column indices, not a tril of ones: two ops
-            # the scores kernel computes in its loop instead of a (T, S) buffer a kernel writes first
-            attn_mask = self.arange(T, device=self.device).unsqueeze(-1) >= self.arange(S, device=self.device)
-        if attn_mask is not None:
+        scores = attention_scores(self, key, 1 / math.sqrt(self.shape[-1]), is_causal)  # (..., T, S)
+        if attn_mask is not None and not is_causal:
             if attn_mask.dtype is dtypes.bool:
                 scores = attn_mask.where(scores, float("-inf"))
             else:

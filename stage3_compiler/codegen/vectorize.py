@@ -210,8 +210,9 @@ class Vectorizer:
             vectors = [self.new(UOps.ALU, total.dtype, tuple(vectors[i:i + 2]), Ops.ADD, lanes=w)
                        if i + 1 < len(vectors) else vectors[i] for i in range(0, len(vectors), 2)]
         # The lanes' pairwise tree, (l0 + l1) + (l2 + l3)..., a level at a time: the even lanes plus the odd
-        # ones, a vector half as wide, until two are left. One Xeon core, FlashAttention's backward kernel
-        # for nanoGPT (six such sums a pair of positions): 9.4 ms with one lane out and one add at a time.
+        # ones, a vector half as wide, until two are left. One Xeon core, nanoGPT's attention forward and
+        # backward under ONLINE=1 (six such sums a pair of positions): 15.0 ms with one lane out and one add
+        # at a time, 12.8 ms so (benchmarks/results/stage3_online_softmax.md).
         v, n = vectors[0], w
         while n > 2:
             halves = [self.new(UOps.SHUFFLE, total.dtype, (v,), tuple(range(k, n, 2)), lanes=n // 2) for k in (0, 1)]
