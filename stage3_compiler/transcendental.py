@@ -22,8 +22,8 @@ primitives alike (tests/test_transcendental.py keeps them under about twice thes
            e = exp(-2|x|)
   sigmoid  1 / (1 + e) or e / (1 + e), e = exp(-|x|)                2.0         2.0
   erf      x P(x^2) for |x| < 0.5, else 1 - erfc(|x|)               2.9         2.8
-  gelu     x Phi(x), Phi(-|x|) = erfc(|x| / sqrt 2) / 2             2.9         3.0
-  gelu'    Phi(x) + x phi(x), in eps of |Phi| + |x phi|             1.7         1.8
+  gelu     x Phi(x), Phi(-|x|) = erfc(|x| / sqrt 2) / 2             3.1         3.0
+  gelu'    Phi(x) + x phi(x), in eps of |Phi| + |x phi|             2.1         3.0
   pow      exp2(y log2|x|), sign and special cases as np.power      3.0         2.7
   rsqrt    1 / sqrt(x)                                              1.0         0
   abs, sign                                                         exact       exact
@@ -39,7 +39,9 @@ Why these formulas:
   times this formula's. Splitting x = n ln2 + r with n an integer and ln2 in two parts
   (the high part short enough that n * hi is exact) keeps r exact and the error at a few ulp.
 - erfc(z) = exp(-z^2) * erfcx(z), with erfcx(z) (z + 3) a Chebyshev series in s = (z - 3)/(z + 3)
-  over all z >= 0 (the map of Numerical Recipes' erfccheb; the coefficients are our own, below).
+  over all z >= 0 (the map of Numerical Recipes' erfccheb; the coefficients are our own, below),
+  summed as a polynomial in s (the series converted exactly): Horner's rule takes two ops a term,
+  Clenshaw's recurrence four.
   exp(-z^2) is exp(-zh^2) * exp(-(z - zh)(z + zh)) with zh = z on a coarse grid so that zh^2 is
   exact: z^2 rounded once would cost about z^2 / 2 ulp (40 at float32's underflow). The first
   factor is 2^n e^r by Cody-Waite, the second's argument t is small (under 0.14), so e^r e^t is one
@@ -47,6 +49,12 @@ Why these formulas:
   Zen 5 core, 393k float32s (nanoGPT's CPU config), gelu's kernel went from 0.66 to 0.58 ms and its
   derivative's from 0.68 to 0.59 ms; their worst errors went from 3.1 to 2.9 eps (float32) and from
   3.4 to 3.0 (float64).
+- gelu and its derivative take Phi(-|x|) = erfc(|x| / sqrt 2) / 2 from erfc for all x: Phi(-|x|)
+  <= 1/2, so Phi(|x|) = 1 - Phi(-|x|) does not cancel, and erf's Taylor branch near 0 (which 1 - erfc
+  would cancel in erf itself) bought gelu nothing but a second formula computed beside the first in
+  every lane. With Horner's rule above, gelu's worst error went from 2.8 to 3.1 eps and its
+  derivative's from 1.7 to 2.1 (float32; 1.8 to 3.0 in float64), and both kernels took 16% less
+  time (the Xeon of benchmarks/results/stage3_log.md).
 - gelu uses Phi(x) = erfc(-x / sqrt 2) / 2 and takes exp(-x^2/2) from x itself, not from the
   rounded x / sqrt 2: torch's 0.5 x (1 + erf(x / sqrt 2)) cancels to -0 below x = -5.5 (float32)
   or -8.4 (float64) where the true value is tiny but representable.
@@ -147,6 +155,20 @@ _ERFCX_CHEBYSHEV = [
 _ERFCX_SHIFT = 3.0
 
 
+def _chebyshev_powers(coeffs: list[float]) -> list[float]:
+    """sum_k coeffs[k] T_k(s) as sum_m a_m s^m, exactly in fractions (T_k+1 = 2 s T_k - T_k-1), then
+    rounded: Horner's rule takes two ops a term where Clenshaw's recurrence takes four."""
+    powers = [Fraction(0)] * len(coeffs)
+    before, now = [Fraction(1)], [Fraction(0), Fraction(1)]  # T_0, T_1 in powers of s
+    for k, c in enumerate(coeffs):
+        term = before if k == 0 else now
+        for m, t in enumerate(term):
+            powers[m] += Fraction(c) * t
+        if k >= 1:
+            before, now = now, [2 * a - b for a, b in zip([Fraction(0), *now], [*before, 0, 0], strict=True)]
+    return [float(a) for a in powers]
+
+
 @dataclass(frozen=True)
 class _Format:
     """What depends on the float format: p significand bits and the ranges of exp and erfc."""
@@ -158,7 +180,7 @@ class _Format:
     erfc_limit: float  # erfc(z) underflows to 0 beyond it
     grid: int  # z on a grid of 2^-grid: z_hi^2 is exact for z below 2^(p/2 - grid)
     erf_terms: int
-    erfcx_terms: int
+    erfcx_powers: list[float]  # (z + 3) erfcx(z) in powers of s = (z - 3) / (z + 3)
     tanh_terms: int
 
     @property
@@ -172,9 +194,10 @@ class _Format:
 
 _FORMATS = {
     "float32": _Format(24, *_ln2_split(12), exp_limit=200.0, erfc_limit=12.0, grid=7,
-                       erf_terms=7, erfcx_terms=12, tanh_terms=9),
+                       erf_terms=7, erfcx_powers=_chebyshev_powers(_ERFCX_CHEBYSHEV[:12]), tanh_terms=9),
     "float64": _Format(53, *_ln2_split(32), exp_limit=1000.0, erfc_limit=28.0, grid=20,
-                       erf_terms=13, erfcx_terms=25, tanh_terms=18),
+                       erf_terms=13, erfcx_powers=_chebyshev_powers(_ERFCX_CHEBYSHEV[:25]),
+                       tanh_terms=18),
 }
 
 
@@ -217,16 +240,6 @@ def _horner(x: FloatTensor, coeffs: list[float]) -> FloatTensor:
     return acc
 
 
-def _chebyshev(s: FloatTensor, coeffs: list[float]) -> FloatTensor:
-    """sum_k coeffs[k] T_k(s) by Clenshaw's recurrence b_k = c_k + 2 s b_k+1 - b_k+2."""
-    s2 = s * 2.0
-    b1: Any = coeffs[-1]
-    b2: Any = 0.0
-    for c in reversed(coeffs[1:-1]):
-        b1, b2 = s2 * b1 + (c + -b2), b1
-    return s * b1 + (coeffs[0] + -b2)
-
-
 def _erfc_parts(z: FloatTensor, v: FloatTensor, scale: float, f: _Format) -> tuple[FloatTensor, ...]:
     """erfc(z) = (cx * e) * 2^n for finite z >= 0, given v >= 0 with z^2 = scale v^2 (scale 1 or 1/2),
     where cx = erfcx(z) and e * 2^n = exp(-z^2).
@@ -241,7 +254,7 @@ def _erfc_parts(z: FloatTensor, v: FloatTensor, scale: float, f: _Format) -> tup
     s = (z + -_ERFCX_SHIFT) * r
     n, reduced = _exp_reduce(vh * vh * -scale, f)
     e = ((reduced + rest * -scale) * LOG2E).exp2()
-    return _chebyshev(s, _ERFCX_CHEBYSHEV[: f.erfcx_terms]) * r, e, n
+    return _horner(s, f.erfcx_powers) * r, e, n
 
 
 def _erfc_factors(z: FloatTensor, v: FloatTensor, scale: float, f: _Format) -> tuple[FloatTensor, FloatTensor]:
@@ -334,11 +347,9 @@ def gelu(x: FloatTensor) -> FloatTensor:
     v = _at_most(abs(x), f.erfc_limit / SQRT1_2)
     z = v * SQRT1_2
     small, big = _erfc_factors(z, v, 0.5, f)  # exp(-z^2) taken from v, not from the rounded z
-    near = 1.0 + -_erf_small(z, f)
-    is_near = z < 0.5
     half = x * 0.5
-    left = is_near.where(half * near, (half * small) * big)  # x Phi(x) for x <= 0; -inf * 0 is NaN as torch
-    q = is_near.where(near, small * big) * 0.5  # Phi(-|x|)
+    left = (half * small) * big  # x Phi(x) for x <= 0; -inf * 0 is NaN as torch
+    q = small * big * 0.5  # Phi(-|x|)
     return (-x < 0.0).where(x * (1.0 + -q), left)
 
 
@@ -357,7 +368,7 @@ def gelu_grad(x: FloatTensor) -> FloatTensor:
     # is 2^(n + 64) (exact, n <= 0) and then 2^-64, which rounds into the denormals once. The same
     # power times 2^-64 is 2^n exactly (or the 0 that 2^n rounds to): one POW2 for both.
     scaled = (n + 64.0).pow2()
-    q = (z < 0.5).where(1.0 + -_erf_small(z, f), (cx * e) * (scaled * 2.0**-64)) * 0.5  # Phi(-|x|)
+    q = (cx * e) * (scaled * 2.0**-64) * 0.5  # Phi(-|x|)
     slope = ((x * (e * INV_SQRT_2PI)) * scaled) * 2.0**-64
     slope = (a < limit).where(slope, x * 0.0)  # past the clamp it underflows: +-0, and NaN at +-inf as torch
     return (x < 0.0).where(q, 1.0 + -q) + slope

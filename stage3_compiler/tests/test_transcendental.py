@@ -296,7 +296,7 @@ def _gelu_grad_ref(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_gelu_grad_accuracy(dtype: str, backend: str) -> None:
     """gelu's derivative rule (autograd.py) over the whole range, in eps of its terms' scale, denormal
-    answers in steps of the denormal spacing (measured worst 1.9 and 1.8), and the special values."""
+    answers in steps of the denormal spacing (measured worst 2.1 and 3.0), and the special values."""
     top = 18.0 if dtype == "float32" else 40.0
     x = np.concatenate([np.linspace(-top, top, 4001), _both_signs(np.geomspace(1e-30, 1.0, 200))]).astype(dtype)
     want, scale = _gelu_grad_ref(x.astype(np.float64))
