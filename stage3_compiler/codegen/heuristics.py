@@ -191,10 +191,16 @@ def heuristic_opts(item: ScheduleItem, renderer: Renderer, threads: int,
     # Every column block then reads all of A again: an A over 4 MiB is read in row blocks of at
     # most 4 MiB too, so what it reads again stays in L3 (which other programs share). One Zen 5
     # core at n=2048, the 8 x 32 tile: 211 GFLOP/s without blocks, 227-235 with both.
+    # From 2 MiB of B on (PANELS_BYTES), not 4: a B of 2 or 3 MiB did not stay in the Xeon's 2 MiB of L2
+    # either while A streamed past it. A panel of B that alone fills half the budget (K = 4096) is a
+    # block of one: BLOCK(axis, 1) moves the loop over the panels outermost. On the Xeon of
+    # benchmarks/results/stage3_log.md, 1 / 2 threads, jitted with A's packing copy, before -> after:
+    # 2048 x 4096 x 256 66-68 -> 43 ms / 34.6 -> 17.3-17.9; 4096 x 2048 x 256 53-59 -> 39 / 28-29 -> 17.3;
+    # 512 x 1024 x 512 6.4 -> 3.9-4.1 / 3.4-3.6 -> 2.2-2.3.
     if len(plan.upcast) == 2 and len(sizes) >= 2 and renderer.loop_blocks:
         (cols_axis, cols), (rows_axis, rows) = plan.upcast.items()
         block = cache_block(sizes[cols_axis], 4 * steps * cols, PANEL_BYTES)
-        if block is not None and steps * sizes[cols_axis] * cols * 4 >= OPERAND_BYTES:
+        if block is not None and steps * sizes[cols_axis] * cols * 4 >= PANELS_BYTES:
             opts.append(Opt(OptOps.BLOCK, cols_axis, block))
             block = cache_block(sizes[rows_axis], 4 * steps * rows, OPERAND_BYTES)
             if block is not None and steps * sizes[rows_axis] * rows * 4 > OPERAND_BYTES:
@@ -208,12 +214,14 @@ def heuristic_opts(item: ScheduleItem, renderer: Renderer, threads: int,
 
 PANEL_BYTES = 512 << 10  # a column block of B a matmul keeps in L2 (half of 1 MiB) while every row uses it
 OPERAND_BYTES = 4 << 20  # a B this large, an A larger, is read in blocks (no longer in L2, barely in L3)
+PANELS_BYTES = 2 << 20  # a B this large is read in column blocks (PANEL_BYTES each)
 
 
 def cache_block(passes: int, pass_bytes: int, most: int) -> int | None:
     """The most passes of a loop (a power of two up to 64 that divides it, fewer than all of them) whose
-    reads, pass_bytes each, fit in `most` bytes; None if no block fits."""
-    return next((b for b in (64, 32, 16, 8, 4, 2) if b * pass_bytes <= most
+    reads, pass_bytes each, fit in `most` bytes; None if no block fits. A block of one pass is the loop
+    moved outermost: each pass's reads stay in cache while the loops inside it run."""
+    return next((b for b in (64, 32, 16, 8, 4, 2, 1) if b * pass_bytes <= most
                  and passes % b == 0 and b < passes), None)
 
 

@@ -19,7 +19,8 @@ values sit in registers, which loop runs on which thread, and what stays in cach
   gives the same bits in any order; a float sum is a reordered sum, equal to the last few bits.
 - BLOCK(axis, n): the output loop over `axis` is cut into blocks of n passes and the loop over the
   blocks moves outermost, so what one block reads (a matmul's panel of B) stays in cache while
-  every row uses it. On a GPU, LOCAL plays this part with shared memory.
+  every row uses it. BLOCK(axis, 1) moves the loop itself outermost (a panel that fills the cache
+  alone). On a GPU, LOCAL plays this part with shared memory.
 - THREAD(0, n): the outermost output loop is split across n threads (OpenMP), n being the stage's
   thread setting (threads.py) when the heuristics or BEAM pick it.
 - On a kernel whose loops run to a symbolic size (graph/symbolic.Variable), UPCAST, BLOCK, UNROLL
@@ -110,8 +111,9 @@ def apply_opts(item: ScheduleItem, opts: tuple[Opt, ...] | list[Opt], renderer: 
     for opt in opts:
         if opt.op in (OptOps.LOCAL, OptOps.GROUP):
             raise OptError(f"{opt}: LOCAL and GROUP (GPU shared-memory tiles, split reductions) are not built")
-        if opt.amount < 2:
-            raise OptError(f"{opt}: the amount must be at least 2 ({where})")
+        least = 1 if opt.op is OptOps.BLOCK else 2  # BLOCK(axis, 1): the loop moves outermost
+        if opt.amount < least:
+            raise OptError(f"{opt}: the amount must be at least {least} ({where})")
         if opt.op is OptOps.THREAD:
             if not renderer.threads:
                 raise OptError(f"{opt}: THREAD splits a CPU kernel's loops; {target} has no threads (a GPU: its grid)")

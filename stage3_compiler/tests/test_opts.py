@@ -63,6 +63,7 @@ MATMUL_OPTS = [
     [Opt(OptOps.UNROLL, 2, 4)],
     [Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.UNROLL, 2, 8), Opt(OptOps.BLOCK, 1, 2)],
     [Opt(OptOps.BLOCK, 0, 4), Opt(OptOps.BLOCK, 1, 8), Opt(OptOps.THREAD, 0, 2)],
+    [Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.BLOCK, 1, 1), Opt(OptOps.BLOCK, 0, 4)],  # the column loop outermost
     # 3 threads over 8 passes: uneven slices
     [Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.THREAD, 0, 3)],
 ]
@@ -127,6 +128,8 @@ def test_split_sums_ints_and_bools_exactly(n):
     ([Opt(OptOps.UNROLL, 0, 2)], "not the innermost reduced axis"),
     ([Opt(OptOps.UNROLL, 2, 5)], "do not divide the reduce axis"),
     ([Opt(OptOps.BLOCK, 1, 64)], "must divide the loop"),
+    ([Opt(OptOps.BLOCK, 1, 0)], "at least 1"),
+    ([Opt(OptOps.UPCAST, 1, 1)], "at least 2"),
     ([Opt(OptOps.THREAD, 0, 2), Opt(OptOps.THREAD, 0, 2)], "threaded already"),
     ([Opt(OptOps.UPCAST, 0, 32), Opt(OptOps.UPCAST, 1, 8), Opt(OptOps.THREAD, 0, 16)], "fewer than its threads"),
     ([Opt(OptOps.LOCAL, 0, 4)], "not built"),
@@ -171,6 +174,19 @@ def test_a_narrow_tile_fits_the_axis_its_product_is_read_along():
     assert all(item.root.shape[o.axis] % o.amount == 0 for o in opts if o.op is OptOps.UPCAST)
     want = x.numpy() @ (w.numpy() + 1).T + b.numpy()
     np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("k,blocked", [(1024, False), (2048, True), (4096, True)])
+def test_heuristics_read_a_b_of_2_mib_or_more_in_column_blocks(k, blocked):
+    # B of k x 256 float32s: 1, 2 and 4 MiB. From 2 MiB on its columns are read a block at a time
+    # (with K = 4096 and AVX-512's 32 columns a panel is 512 KiB: a block of one, the loop outermost);
+    # the blocks give the same bits as none
+    a, b = rand(16, k), rand(k, 256, seed=1)
+    item, stored = last_item(a @ b)
+    opts = heuristic_opts(item, CPU, 1, stored)
+    cols = next(o.axis for o in opts if o.op is OptOps.UPCAST)  # the tile's first axis runs along B's columns
+    assert any(o.op is OptOps.BLOCK and o.axis == cols for o in opts) == blocked, opts
+    assert run_with(item, stored, opts).tolist() == run_with(item, stored, ()).tolist()
 
 
 def test_heuristics_split_a_row_reduction_read_along_memory():
