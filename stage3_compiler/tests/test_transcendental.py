@@ -442,3 +442,20 @@ def test_chebyshev_coefficients_recomputed() -> None:
             want = 2 * mpmath.fsum(v * mpmath.cos(mpmath.pi * k * (j + 0.5) / n) for j, v in enumerate(values)) / n
             want = want / 2 if k == 0 else want
             assert math.isclose(c, float(want), rel_tol=1e-12, abs_tol=1e-18), (k, c, float(want))
+
+
+def test_exp_polynomial_recomputed() -> None:
+    """exp's polynomials are what interpolating e^r at the Chebyshev points of [0, ln2) gives, in
+    powers of r, recomputed here; and they stay within their stated 0.021 and 0.019 eps of e^r."""
+    with mpmath.workdps(50):
+        ln2 = mpmath.log(2)
+        for dtype, coeffs in T._EXP_POLYNOMIAL.items():
+            n = len(coeffs)
+            nodes = [ln2 / 2 * (1 + mpmath.cos(mpmath.pi * (j + mpmath.mpf(0.5)) / n)) for j in range(n)]
+            vandermonde = mpmath.matrix([[x**k for k in range(n)] for x in nodes])
+            want = mpmath.lu_solve(vandermonde, mpmath.matrix([mpmath.exp(x) for x in nodes]))
+            for k, c in enumerate(coeffs):
+                assert math.isclose(c, float(want[k]), rel_tol=1e-12), (dtype, k, c, float(want[k]))
+            xs = [ln2 * i / 1000 for i in range(1001)]
+            worst = max(abs(mpmath.fsum(c * x**k for k, c in enumerate(want)) / mpmath.exp(x) - 1) for x in xs)
+            assert worst / float(np.finfo(dtype).eps) < 0.025, (dtype, float(worst))
