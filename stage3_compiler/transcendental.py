@@ -15,7 +15,7 @@ relative to the answer ("abs" for cos, whose answer crosses zero), against numpy
 primitives alike (tests/test_transcendental.py keeps them under about twice these):
 
   op       formula                                                  float32     float64
-  exp      2^n * e^r, r = x - n ln2 (Cody-Waite), e^r's Taylor      1.8         1.0
+  exp      2^n * P(r), r = x - n ln2 (Cody-Waite), P(r) ~ e^r       1.8         1.0
   log      log2(x) * ln2                                            1.8         1.0
   cos      1 - 2 sin^2(x/2)                                         1.8 abs     1.5 abs
   tanh     x P(x^2) for |x| < 0.5, else (1 - e) / (1 + e),          1.4         1.9
