@@ -437,7 +437,8 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
                 """Each lane's reductions updated with one term a lane: `part` the partial it goes to
                 (SPLIT), `left_over` where the terms whole passes leave start (the split axis's index is
                 then part + left_over)."""
-                for lane, idx in zip(partials, lanes, strict=True):
+                every: list[list[Node]] = []  # each lane's index into the reductions' source
+                for idx in lanes:
                     if out_shape != root.shape:  # the reader reads the reduction reshaped: same order, other dims
                         idx = unflatten(flat_index(idx, root.shape), out_shape)
                     idxs = [rvars.get(d, Num(0) if d in axes else idx[d]) for d in range(len(src_shape))]
@@ -448,6 +449,9 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
                         idxs[split_axis] = part + left_over
                     elif part is not None:  # SPLIT: term i of the axis goes to partial i mod parts
                         idxs[split_axis] = idxs[split_axis] * parts + part
+                    every.append(idxs)
+                outside = skip_unselected(L, item, every) if part is None else None
+                for lane, idxs in zip(partials, every, strict=True):
                     for r in item.reduces:
                         acc = lane[id(r)] if part is None else L.emit(UOps.PART, r.dtype, (lane[id(r)],), part)
                         L.steps = []
@@ -457,6 +461,9 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
                             L.emit(UOps.UPDATE, r.dtype, (acc, rescale), Ops.REDUCE_MUL)
                         L.emit(UOps.UPDATE, r.dtype, (acc, value), r.op)
                         L.alu_count += 1
+                if outside is not None:
+                    L.emit(UOps.ENDIF, None)
+                    L.cache = outside  # values inside the IF belong to its scope
 
             for j in range(unrolled[1] if unrolled else 1):
                 terms(sidx, j)
@@ -518,6 +525,50 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
         uops = vectorize(uops, upcast, amounts[0], renderer.vector_width, L.shared, L.sums, amounts[1])
     return Kernel(name, root.shape, uops, L.buffers, L.alu_count // upcast, reduce_shape, upcast,
                   len(item.outputs), tuple(opts), plan.threads, kernel_variables(L.uops), item.online is not None)
+
+
+def skip_unselected(L: Lowerer, item: ScheduleItem, every: list[list[Node]]) -> dict | None:
+    """A sum of where(a == b, value, 0), a one-hot product (an embedding's gradient: sum_t where(idx[t] ==
+    r, g[t, c], 0)), adds 0 for almost every term: open an IF on any lane's condition, so that a term no
+    lane selects costs its conditions and a branch. Adding 0 leaves a sum's bits as they were (the sum
+    starts at +0 and is never -0), so the skipped terms change nothing. Returns the cache to restore
+    at its ENDIF, or None where the reduction is no such sum."""
+    r = item.reduce
+    src = r.srcs[0]
+    if item.online is not None or len(item.reduces) != 1 or r.op is not Ops.REDUCE_ADD or not src.is_base \
+            or src.op is not Ops.WHERE or src.srcs[0].base.op is not Ops.CMPEQ:
+        return None
+    zero = src.srcs[2].base
+    if zero.op is not Ops.CONST or zero.buffer is not None or zero.arg != 0:
+        return None
+    conds = list({c.name: c for c in (L.view(src.srcs[0], idxs) for idxs in every)}.values())
+    selected = iota_range(L, conds) if len(conds) > 1 else None
+    for c in conds if selected is None else ():
+        selected = c if selected is None else L.alu(Ops.OR, dtypes.bool, selected, c)
+    L.emit(UOps.IF, None, (selected,))
+    return dict(L.cache)
+
+
+def iota_range(L: Lowerer, conds: list[UOp]) -> UOp | None:
+    """Any of x == iota[i], x == iota[i + 1] ... x == iota[i + n - 1] is iota[i] <= x <= iota[i + n - 1]:
+    two comparisons for the n (arange's buffer holds consecutive integers while its version is 0).
+    None unless the conditions are such loads, each compared with one x."""
+    if any(c.op is not UOps.ALU or c.arg is not Ops.CMPEQ for c in conds):
+        return None
+    x = next((s for s in conds[0].srcs if all(s in c.srcs for c in conds)), None)
+    if x is None or x.dtype is not dtypes.int64 or any(c.srcs[0] is c.srcs[1] for c in conds):
+        return None
+    loads = [c.srcs[1] if c.srcs[0] is x else c.srcs[0] for c in conds]
+    if any(u.op is not UOps.LOAD or len(u.srcs) != 1 or u.arg[1] is not None
+           or not holds_iota(L.buffers[u.srcs[0].arg]) or u.srcs[0] is not loads[0].srcs[0] for u in loads):
+        return None
+    at = {render(u.arg[0] - loads[0].arg[0]): u for u in loads}  # each load's offset from the first's index
+    if set(at) != {str(k) for k in range(len(loads))}:
+        return None
+    i64 = dtypes.int64
+    low = L.alu(Ops.CMPLT, dtypes.bool, L.alu(Ops.ADD, i64, at["0"], L.const(-1, i64)), x)
+    high = L.alu(Ops.CMPLT, dtypes.bool, x, L.alu(Ops.ADD, i64, at[str(len(loads) - 1)], L.const(1, i64)))
+    return L.alu(Ops.AND, dtypes.bool, low, high)
 
 
 def looked_up(L: Lowerer, item: ScheduleItem, plan, lanes: list[list[Node]], accs: list[dict]) -> bool:

@@ -24,6 +24,8 @@ class UOps(Enum):
     SPECIAL = auto()  # an output index a GPU thread takes from its place in the grid; arg: a Loop
     RANGE = auto()  # a loop opens; arg: a Loop
     ENDRANGE = auto()  # the innermost open loop closes
+    IF = auto()  # what follows runs only where srcs[0] holds (a one-hot sum's term that adds nothing is skipped)
+    ENDIF = auto()  # the innermost IF closes
     CONST = auto()  # a constant; arg: its Python value
     COND = auto()  # a padded view's validity condition; arg: a symbolic Node
     LOAD = auto()  # srcs: (GLOBAL,), or (GLOBAL, gate): read where the gate holds, else 0; arg: (index, clamp bound)

@@ -306,7 +306,7 @@ def side_by_side(stores: tuple[UOp, ...]) -> bool:
     return all(s.dtype is first.dtype and (s.arg - first.arg) == Num(k) for k, s in enumerate(stores))
 
 
-KEPT = (UOps.GLOBAL, UOps.SPECIAL, UOps.RANGE, UOps.ENDRANGE, UOps.UPDATE, UOps.STORE)
+KEPT = (UOps.GLOBAL, UOps.SPECIAL, UOps.RANGE, UOps.ENDRANGE, UOps.IF, UOps.ENDIF, UOps.UPDATE, UOps.STORE)
 
 
 def dead_code_removed(uops: list[UOp]) -> list[UOp]:

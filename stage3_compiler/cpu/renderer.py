@@ -389,6 +389,14 @@ class CRenderer(Renderer):
         src.depth -= 1
         src.add("}")
 
+    def render_if(self, src: Source, u: UOp) -> None:
+        src.add(f"if ({src.names[id(u.srcs[0])]}) {{")
+        src.depth += 1
+
+    def render_endif(self, src: Source, u: UOp) -> None:
+        src.depth -= 1
+        src.add("}")
+
     def render_const(self, src: Source, u: UOp) -> None:
         src.names[id(u)] = self.const(u.arg, u.dtype)
 
@@ -472,6 +480,7 @@ class CRenderer(Renderer):
                 f"{', '.join(str(k) for k in u.arg)});")
 
     RULES = {UOps.GLOBAL: render_global, UOps.RANGE: render_range, UOps.ENDRANGE: render_endrange,
+             UOps.IF: render_if, UOps.ENDIF: render_endif,
              UOps.CONST: render_const, UOps.COND: render_cond, UOps.ACC: render_acc, UOps.ACCS: render_accs,
              UOps.PART: render_part, UOps.LOAD: render_load, UOps.CAST: render_cast, UOps.ALU: render_alu,
              UOps.UPDATE: render_update, UOps.STORE: render_store, UOps.VEC: render_vec, UOps.GEP: render_gep,

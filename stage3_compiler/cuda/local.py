@@ -54,6 +54,8 @@ def local_plan(kernel: Kernel) -> LocalPlan | None:
     ranges = [u for u in kernel.uops if u.op is UOps.RANGE]
     if len(tiled) < 2 or len(ranges) != 1 or ranges[0].arg.kind is not LoopKind.REDUCE:
         return None
+    if any(u.op is UOps.IF for u in kernel.uops):
+        return None  # a term skipped by some threads: no __syncthreads() may sit under it
     rows, cols, loop = tiled[-2], tiled[-1], ranges[0].arg
     if any(isinstance(x.extent, Node) for x in specials + [loop]):
         return None

@@ -371,7 +371,10 @@ def test_rendered_kernels_compile_to_ptx(tmp_path):
                _kernel(x.cast(dtypes.int64) * 3), _kernel(x.pad(((1, 1), (0, 0))).sum(0)),
                _kernel(x.cast(dtypes.float64).exp()),  # POW2 of doubles: ldexp
                _kernel(x @ x.T), _kernel(x.cast(dtypes.float64) @ x.cast(dtypes.float64).T),  # fmaf, fma
-               _kernel(x[Tensor([3, 0, -1])])]  # a lookup: a load at an index the kernel loaded
+               _kernel(x[Tensor([3, 0, -1])]),  # a lookup: a load at an index the kernel loaded
+               _kernel((Tensor([[3], [0], [5]]) == Tensor.arange(6).reshape(1, 6)).reshape(3, 6, 1)
+                       .where(x[:3].reshape(3, 1, 6), 0.0).sum(0))]  # a one-hot product: its IF
+    assert "if (" in CUDARenderer().render(kernels[-1])
     done = nvcc_ptx(kernels, tmp_path)
     assert done.returncode == 0, done.stderr
 

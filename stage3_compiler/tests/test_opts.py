@@ -6,6 +6,7 @@ builds as one library per core."""
 
 import ctypes
 import json
+import re
 
 import numpy as np
 import pytest
@@ -187,6 +188,27 @@ def test_heuristics_read_a_b_of_2_mib_or_more_in_column_blocks(k, blocked):
     cols = next(o.axis for o in opts if o.op is OptOps.UPCAST)  # the tile's first axis runs along B's columns
     assert any(o.op is OptOps.BLOCK and o.axis == cols for o in opts) == blocked, opts
     assert run_with(item, stored, opts).tolist() == run_with(item, stored, ()).tolist()
+
+
+@pytest.mark.parametrize("vocab,width", [(300, 40), (4096, 64)])
+def test_a_one_hot_product_skips_the_terms_no_lane_selects(vocab, width):
+    # an embedding's gradient, sum_t where(idx[t] == r, g[t, c], 0): the kernel opens an IF on its tile's
+    # rows and adds only what is selected; the same bits as adding the zeros, which are np.add.at's float32
+    # sums in t's order (negative indices wrap). A tile of one row (40 columns) tests its one equality, a
+    # tile of several rows a range of arange's values: two comparisons, AND-ed
+    rng = np.random.default_rng(0)
+    idx = rng.integers(-vocab, vocab, (7, 33))
+    g = rng.standard_normal((7, 33, width)).astype(np.float32)
+    w = Tensor(np.zeros((vocab, width), np.float32)).requires_grad_()
+    w[Tensor(idx)].backward(Tensor(g))
+    grad = w.grad
+    item, stored = last_item(grad)
+    source = CPU.render(lower(item, stored, CPU))
+    cond = re.search(r"if \((\w+)\) \{", source).group(1)
+    assert ("&" in re.search(rf"{cond} = \((.*)\);", source).group(1)) == (vocab == 4096)
+    want = np.zeros((vocab, width), np.float32)
+    np.add.at(want, idx.reshape(-1) % vocab, g.reshape(-1, width))
+    assert grad.numpy().view(np.uint32).tolist() == want.view(np.uint32).tolist()
 
 
 def test_heuristics_split_a_row_reduction_read_along_memory():
