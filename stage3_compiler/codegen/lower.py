@@ -527,12 +527,16 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
                   len(item.outputs), tuple(opts), plan.threads, kernel_variables(L.uops), item.online is not None)
 
 
+SKIP_CONDITIONS = 16  # a tile's distinct conditions up to which a one-hot product tests them before a term
+
+
 def skip_unselected(L: Lowerer, item: ScheduleItem, every: list[list[Node]]) -> dict | None:
     """A sum of where(a == b, value, 0), a one-hot product (an embedding's gradient: sum_t where(idx[t] ==
     r, g[t, c], 0)), adds 0 for almost every term: open an IF on any lane's condition, so that a term no
-    lane selects costs its conditions and a branch. Adding 0 leaves a sum's bits as they were (the sum
-    starts at +0 and is never -0), so the skipped terms change nothing. Returns the cache to restore
-    at its ENDIF, or None where the reduction is no such sum."""
+    lane selects costs its conditions and a branch. A one-hot product's condition is one for a whole
+    row of its tile (selected_product), which tells it from an elementwise mask. Adding 0 leaves a
+    sum's bits as they were (the sum starts at +0 and is never -0), so the skipped terms change
+    nothing. Returns the cache to restore at its ENDIF, or None where the reduction is no such sum."""
     r = item.reduce
     src = r.srcs[0]
     if item.online is not None or len(item.reduces) != 1 or r.op is not Ops.REDUCE_ADD or not src.is_base \
@@ -542,6 +546,10 @@ def skip_unselected(L: Lowerer, item: ScheduleItem, every: list[list[Node]]) -> 
     if zero.op is not Ops.CONST or zero.buffer is not None or zero.arg != 0:
         return None
     conds = list({c.name: c for c in (L.view(src.srcs[0], idxs) for idxs in every)}.values())
+    if len(conds) == len(every) or len(conds) > SKIP_CONDITIONS:
+        # a condition of each lane's own (an elementwise mask, mostly true), or too many to test: no IF (the
+        # conditions are computed already, and the selects below read them from the cache)
+        return None
     selected = iota_range(L, conds) if len(conds) > 1 else None
     for c in conds if selected is None else ():
         selected = c if selected is None else L.alu(Ops.OR, dtypes.bool, selected, c)

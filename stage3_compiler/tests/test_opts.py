@@ -211,6 +211,17 @@ def test_a_one_hot_product_skips_the_terms_no_lane_selects(vocab, width):
     assert grad.numpy().view(np.uint32).tolist() == want.view(np.uint32).tolist()
 
 
+def test_an_elementwise_equality_mask_opens_no_if():
+    # where(a == b, x, 0) summed, each lane with a condition of its own (mostly true): no IF to test first
+    rng = np.random.default_rng(0)
+    a, b = rng.integers(0, 3, (2, 16, 48, 40))
+    x = rng.standard_normal((16, 48, 40)).astype(np.float32)
+    t = (Tensor(a) == Tensor(b)).where(Tensor(x), 0.0).sum(1)
+    item, stored = last_item(t)
+    assert "if (" not in CPU.render(lower(item, stored, CPU))
+    np.testing.assert_allclose(t.numpy(), np.where(a == b, x, 0).sum(1), rtol=1e-5, atol=1e-5)
+
+
 def test_heuristics_split_a_row_reduction_read_along_memory():
     x = rand(12, 64, 128)
     parts = CPU.split_parts  # a vector register of float32 partials: 16 with AVX-512, 8 with AVX2
