@@ -22,7 +22,7 @@ from ..graph.lazy import LazyBuffer, holds_iota, numel
 from ..graph.symbolic import Node, Num, Var, Variable, layout, render, vars
 from ..ops import IR_ELEMENTWISE, IR_REDUCE, Ops
 from ..threads import get_num_threads
-from .heuristics import heuristic_opts, strides_of
+from .heuristics import heuristic_opts, selected_product, strides_of
 from .item import ScheduleItem
 from .opts import Opt, apply_opts
 from .renderer import Renderer
@@ -540,10 +540,7 @@ def skip_unselected(L: Lowerer, item: ScheduleItem, every: list[list[Node]]) -> 
     r = item.reduce
     src = r.srcs[0]
     if item.online is not None or len(item.reduces) != 1 or r.op is not Ops.REDUCE_ADD or not src.is_base \
-            or src.op is not Ops.WHERE or src.srcs[0].base.op is not Ops.CMPEQ:
-        return None
-    zero = src.srcs[2].base
-    if zero.op is not Ops.CONST or zero.buffer is not None or zero.arg != 0:
+            or not selected_product(src) or src.srcs[0].base.op is not Ops.CMPEQ:
         return None
     conds = list({c.name: c for c in (L.view(src.srcs[0], idxs) for idxs in every)}.values())
     if len(conds) == len(every) or len(conds) > SKIP_CONDITIONS:
