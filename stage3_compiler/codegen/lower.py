@@ -22,9 +22,11 @@ from ..graph.lazy import LazyBuffer, holds_iota, numel
 from ..graph.symbolic import Node, Num, Var, Variable, layout, render, vars
 from ..ops import IR_ELEMENTWISE, IR_REDUCE, Ops
 from ..threads import get_num_threads
-from .heuristics import heuristic_opts, selected_product, strides_of
+from .heuristics import heuristic_opts, selected_product
+from .indexing import flat_index, unflatten
 from .item import ScheduleItem
 from .opts import Opt, apply_opts
+from .ranges import TermRange, term_range
 from .renderer import Renderer
 from .uops import Kernel, Loop, LoopKind, UOp, UOps
 from .vectorize import vectorize
@@ -37,19 +39,6 @@ def reduce_identity(op: Ops, dtype: DType):
     if op in IDENTITY:
         return IDENTITY[op] if dtype is not dtypes.bool else bool(IDENTITY[op])
     return float("-inf") if dtype.is_float else (0 if dtype is dtypes.bool else -(2 ** (8 * dtype.itemsize - 1)))
-
-
-def flat_index(idxs: list[Node], shape: tuple[int, ...]) -> Node:
-    total: Node = Num(0)
-    for idx, stride, n in zip(idxs, strides_of(shape), shape, strict=True):
-        if n != 1:
-            total = total + idx * stride
-    return total
-
-
-def unflatten(flat: Node, shape: tuple[int, ...]) -> list[Node]:
-    return [Num(0) if n == 1 else (flat // stride) % layout(n)
-            for stride, n in zip(strides_of(shape), shape, strict=True)]
 
 
 def loop_var(name: str, extent: int | Node) -> Node:
@@ -418,7 +407,8 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
             reduce_shape = ()
         else:
             inner_loops, rvars = [], {}
-            for d, n in enumerate(src_shape):
+            ranged = reduce_ranges(item, plan, lanes, src_shape)
+            for d, n in enumerate(src_shape if ranged is None else ()):
                 if d in axes and n != 1:
                     # UNROLL and SPLIT: the loop takes that many terms a pass
                     steps = n // (plan.unroll.get(d, 1) * plan.split.get(d, 1))
@@ -433,10 +423,10 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
             unrolled = next(iter(plan.unroll.items()), None)
             out_shape = item.reduce.shape
 
-            def terms(part: Node | None, j: int = 0, left_over: int | None = None) -> None:
-                """Each lane's reductions updated with one term a lane: `part` the partial it goes to
-                (SPLIT), `left_over` where the terms whole passes leave start (the split axis's index is
-                then part + left_over)."""
+            def terms(part: Node | None, j: int = 0, left_over: int | None = None, reduces=item.reduces) -> None:
+                """Each lane's reductions (`reduces`) updated with one term a lane: `part` the partial it
+                goes to (SPLIT), `left_over` where the terms whole passes leave start (the split axis's
+                index is then part + left_over)."""
                 every: list[list[Node]] = []  # each lane's index into the reductions' source
                 for idx in lanes:
                     if out_shape != root.shape:  # the reader reads the reduction reshaped: same order, other dims
@@ -452,7 +442,7 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
                     every.append(idxs)
                 outside = skip_unselected(L, item, every) if part is None else None
                 for lane, idxs in zip(partials, every, strict=True):
-                    for r in item.reduces:
+                    for r in reduces:
                         acc = lane[id(r)] if part is None else L.emit(UOps.PART, r.dtype, (lane[id(r)],), part)
                         L.steps = []
                         value = L.view(r.srcs[0], idxs)
@@ -465,7 +455,15 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
                     L.emit(UOps.ENDIF, None)
                     L.cache = outside  # values inside the IF belong to its scope
 
-            for j in range(unrolled[1] if unrolled else 1):
+            if ranged is not None:  # a loop a term range: the reductions it bounds alike together (codegen/ranges.py)
+                d, loop = next(iter(ranged.items()))
+                rvars[d] = loop_var(f"ridx{d}", src_shape[d])
+                for span, group in loop:
+                    L.emit(UOps.RANGE, dtypes.int64, arg=Loop(rvars[d].name, span.end, LoopKind.REDUCE, span.start))
+                    terms(None, reduces=group)
+                    L.emit(UOps.ENDRANGE, None)
+                    L.cache.clear()  # values inside the loop belong to its scope
+            for j in range(unrolled[1] if unrolled else 1 if ranged is None else 0):
                 terms(sidx, j)
             if sidx is not None and src_shape[split_axis] % parts:
                 # the terms a whole pass of partials leaves over, one to a partial, in a loop of their own
@@ -593,6 +591,36 @@ def looked_up(L: Lowerer, item: ScheduleItem, plan, lanes: list[list[Node]], acc
             return False
         lane[id(r)] = value
     return True
+
+
+def reduce_ranges(item: ScheduleItem, plan, lanes: list[list[Node]], src_shape: tuple) -> \
+        dict[int, list[tuple[TermRange, list[LazyBuffer]]]] | None:
+    """{axis: [(range, reductions)]}: a reduce loop over one axis a range of its terms (codegen/ranges.py)
+    for each group of the kernel's reductions that share one, in every lane (the lanes share the loop);
+    None where no reduction's terms have a range, or the loop is cut by SPLIT or UNROLL."""
+    r = item.reduce
+    axes = [d for d in r.arg if src_shape[d] != 1]
+    if plan.split or plan.unroll or len(axes) != 1 or isinstance(src_shape[axes[0]], Node):
+        return None
+    axis, n = axes[0], src_shape[axes[0]]
+    j = loop_var(f"ridx{axis}", n)
+    groups: dict[tuple[str, str], tuple[TermRange, list[LazyBuffer]]] = {}
+    for red in item.reduces:
+        spans = set()
+        for idx in lanes:
+            if r.shape != item.root.shape:
+                idx = unflatten(flat_index(idx, item.root.shape), r.shape)
+            span = term_range(red, [j if d == axis else Num(0) if d in r.arg else i for d, i in enumerate(idx)], axis)
+            span = span or TermRange(0, n)
+            spans.add((render(Num(0) + span.start), render(Num(0) + span.end)))
+        if len(spans) != 1:
+            span, key = TermRange(0, n), ("0", str(n))  # lanes that differ: the whole loop
+        else:
+            key = spans.pop()
+        groups.setdefault(key, (span, []))[1].append(red)
+    if set(groups) == {("0", str(n))}:
+        return None
+    return {axis: list(groups.values())}
 
 
 def kernel_variables(uops: list[UOp]) -> tuple[Variable, ...]:

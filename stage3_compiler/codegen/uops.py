@@ -52,8 +52,9 @@ class LoopKind(Enum):
 @dataclass(frozen=True)
 class Loop:
     var: str
-    extent: int | Node  # a symbolic size (a user's Variable in it) is an argument of the kernel
+    extent: int | Node  # where the loop stops; a symbolic size (a user's Variable in it) is an argument of the kernel
     kind: LoopKind
+    start: int | Node = 0  # where it starts: a reduce loop over a term range (codegen/ranges.py) may start later
 
 
 @dataclass(eq=False)

@@ -57,7 +57,7 @@ def local_plan(kernel: Kernel) -> LocalPlan | None:
     if any(u.op is UOps.IF for u in kernel.uops):
         return None  # a term skipped by some threads: no __syncthreads() may sit under it
     rows, cols, loop = tiled[-2], tiled[-1], ranges[0].arg
-    if any(isinstance(x.extent, Node) for x in specials + [loop]):
+    if any(isinstance(x.extent, Node) for x in specials + [loop]) or loop.start != 0:
         return None
     if rows.extent % LOCAL_SIDE or cols.extent % LOCAL_SIDE or loop.extent % LOCAL_K:
         return None

@@ -1,0 +1,19 @@
+"""Index arithmetic of a row-major buffer: one index per dim to the flat one, and back."""
+
+from __future__ import annotations
+
+from ..graph.symbolic import Node, Num, layout
+from .heuristics import strides_of
+
+
+def flat_index(idxs: list[Node], shape: tuple[int, ...]) -> Node:
+    total: Node = Num(0)
+    for idx, stride, n in zip(idxs, strides_of(shape), shape, strict=True):
+        if n != 1:
+            total = total + idx * stride
+    return total
+
+
+def unflatten(flat: Node, shape: tuple[int, ...]) -> list[Node]:
+    return [Num(0) if n == 1 else (flat // stride) % layout(n)
+            for stride, n in zip(strides_of(shape), shape, strict=True)]

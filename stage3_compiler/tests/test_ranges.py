@@ -1,0 +1,129 @@
+"""Term ranges (codegen/ranges.py): a reduce loop whose terms a comparison of positions masks runs over
+the positions it lets through, and computes the bits the whole loop computes; a mask that could leave
+a row empty, or one read from memory, keeps the whole loop."""
+
+import numpy as np
+import pytest
+
+from .. import Tensor
+from ..autograd import attention_grads
+from ..codegen import lower as lowering
+from ..codegen.lower import lower
+from ..codegen.program import Program
+from ..codegen.uops import LoopKind, UOps
+from ..cpu.runtime import cpu_runtime
+from ..device import buffer_class
+from ..dtype import dtypes
+from ..engine import realize
+from ..engine.schedule import create_schedule
+from ..graph.symbolic import Node, render
+
+CPU = cpu_runtime.renderer
+
+
+def rand(seed: int, *shape) -> Tensor:
+    return Tensor(np.random.default_rng(seed).standard_normal(shape).astype(np.float32))
+
+
+def last_item(*ts: Tensor):
+    """The schedule's last kernel, with what it reads realized."""
+    items = create_schedule([t.lazydata for t in ts])
+    stored = {id(o) for it in items for o in it.outputs}
+    for job in realize.identify(items[:-1], stored):
+        realize.run_job(job, stored)
+    return items[-1], stored
+
+
+def outputs(kernel) -> list[np.ndarray]:
+    """Run the kernel on the CPU: each output's float32 bits."""
+    source = CPU.render(kernel)
+    program = Program(kernel, source, cpu_runtime.compile(source, kernel.name), [])
+    sizes = [int(np.prod(b.shape)) for b in kernel.buffers[:kernel.outputs]]
+    outs = [buffer_class("test", "CPU")(4 * n) for n in sizes]
+    cpu_runtime.launch(program, outs + [b.base.buffer for b in kernel.buffers[kernel.outputs:]])
+    return [o.to_numpy(0, n, dtypes.float32).view(np.uint32).copy() for o, n in zip(outs, sizes, strict=True)]
+
+
+def reduce_loops(kernel) -> list[tuple[str, str]]:
+    """(start, end) of each reduce loop, as C."""
+    return [tuple(render(x) if isinstance(x, Node) else str(x) for x in (u.arg.start, u.arg.extent))
+            for u in kernel.uops if u.op is UOps.RANGE and u.arg.kind is LoopKind.REDUCE]
+
+
+def whole_loop_bits(item, stored, monkeypatch) -> list[np.ndarray]:
+    """The kernel's outputs lowered with no term ranges: every term folded."""
+    with monkeypatch.context() as m:
+        m.setattr(lowering, "reduce_ranges", lambda *args: None)
+        kernel = lower(item, stored, CPU)
+    assert all(end == "64" or not end.startswith("gidx") for _, end in reduce_loops(kernel))
+    return outputs(kernel)
+
+
+@pytest.fixture
+def online(monkeypatch):
+    monkeypatch.setenv("ONLINE", "1")  # FlashAttention (engine/online.py), off by default
+
+
+def test_causal_flash_attention_runs_each_query_up_to_itself(online, monkeypatch):
+    q, k, v = rand(1, 2, 3, 64, 8).requires_grad_(), rand(2, 2, 3, 64, 8), rand(3, 2, 3, 64, 8)
+    out = q.scaled_dot_product_attention(k, v, is_causal=True)
+    item, stored = last_item(out, out._ctx.saved["lse"])
+    assert item.online is not None
+    kernel = lower(item, stored, CPU)
+    (start, end), = reduce_loops(kernel)
+    assert start == "0" and end.startswith("gidx") and end.endswith("+1")  # keys 0 .. the query's own
+    ranged = outputs(kernel)
+    for ours, whole in zip(ranged, whole_loop_bits(item, stored, monkeypatch), strict=True):
+        np.testing.assert_array_equal(ours, whole)
+
+
+def test_flash_attention_backward_runs_two_ranges(online, monkeypatch):
+    # one kernel for dq, dk and dv (T == S): dq sums the keys up to its query, dk and dv the queries
+    # from their key on; the two loops fold the same bits as one whole loop
+    q, k, v, g = rand(4, 1, 2, 64, 8), rand(5, 1, 2, 64, 8), rand(6, 1, 2, 64, 8), rand(7, 1, 2, 64, 8)
+    for t in (q, k, v):
+        t.requires_grad_()
+    out = q.scaled_dot_product_attention(k, v, is_causal=True)
+    out.realize(out._ctx.saved["lse"])
+    with Tensor.no_grad():
+        grads = attention_grads(g, out, q, k, v, **out._ctx.saved)
+    item, stored = last_item(*grads)
+    kernel = lower(item, stored, CPU)
+    loops = reduce_loops(kernel)
+    assert len(loops) == 2
+    (start0, end0), (start1, end1) = loops
+    assert start0 == "0" and end0.endswith("+1") and start1.startswith("gidx") and end1 == "64"
+    for ours, whole in zip(outputs(kernel), whole_loop_bits(item, stored, monkeypatch), strict=True):
+        np.testing.assert_array_equal(ours, whole)
+
+
+def test_a_running_max_under_a_causal_mask_stops_at_its_row():
+    # max over j <= i of x[i, j]: a where(..., -inf) is nothing to a max (lowered without options: the
+    # heuristics' SPLIT folds a row into partials, a loop the ranges leave whole)
+    x = rand(8, 3, 64, 64)
+    i, j = Tensor.arange(64).unsqueeze(-1), Tensor.arange(64)
+    top = (i >= j).where(x, float("-inf")).max(-1)
+    item, stored = last_item(top)
+    (start, end), = reduce_loops(lower(item, stored, CPU, ()))
+    assert start == "0" and end.endswith("+1")
+    want = np.where(np.tril(np.ones((64, 64), bool)), x.numpy(), -np.inf).max(-1)
+    np.testing.assert_array_equal(top.numpy(), want)
+
+
+def test_a_mask_that_could_leave_a_row_empty_keeps_the_whole_loop():
+    # j < i leaves row 0 nothing: its sum must still be the sum of its (zero) terms
+    x = rand(9, 64, 64)
+    i, j = Tensor.arange(64).unsqueeze(-1), Tensor.arange(64)
+    total = (j < i).where(x.exp(), 0.0).sum(-1)
+    item, stored = last_item(total)
+    assert reduce_loops(lower(item, stored, CPU, ())) == [("0", "64")]
+    want = np.where(np.tril(np.ones((64, 64), bool), -1), np.exp(x.numpy().astype(np.float64)), 0).sum(-1)
+    np.testing.assert_allclose(total.numpy(), want, rtol=1e-5)
+
+
+def test_a_mask_read_from_memory_keeps_the_whole_loop():
+    x = rand(10, 64, 64)
+    keep = Tensor(np.tril(np.ones((64, 64), bool)))
+    total = keep.where(x.exp(), 0.0).sum(-1)
+    item, stored = last_item(total)
+    assert reduce_loops(lower(item, stored, CPU, ())) == [("0", "64")]
