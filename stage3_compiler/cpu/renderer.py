@@ -369,7 +369,7 @@ class CRenderer(Renderer):
     def loop_range(self, src: Source, loop: Loop) -> tuple[str, str, str]:
         """A loop's start, end and step as C (the CUDA renderer shares GROUP's loop across threads)."""
         start, end = (render(x) if isinstance(x, Node) else str(x) for x in (loop.start, loop.extent))
-        if src.loops == 0 and src.kernel.threads > 1 and start == "0":  # THREAD: this part's slice of the outermost loop
+        if src.loops == 0 and src.kernel.threads > 1 and start == "0":  # THREAD: this part's slice of the outer loop
             threads, n = src.kernel.threads, end if not isinstance(loop.extent, Node) else f"({end})"
             start, end = f"part*{n}/{threads}", f"(part+1)*{n}/{threads}"
         return start, end, f"{loop.var}++"

@@ -110,8 +110,8 @@ def group_shape(kernel: Kernel) -> GroupShape | None:
     loops = [u.arg for u in kernel.uops if u.op is UOps.RANGE and u.arg.kind is LoopKind.REDUCE]
     if not loops or kernel.online:  # an online softmax's running max is one thread's, in order
         return None
-    if any(loop.start != 0 or isinstance(loop.extent, Node) and any(not isinstance(v, Variable) for v in vars(loop.extent))
-           for loop in loops):
+    if any(loop.start != 0 or isinstance(loop.extent, Node) and
+           any(not isinstance(v, Variable) for v in vars(loop.extent)) for loop in loops):
         return None  # a loop over a term range (codegen/ranges.py): its length differs from thread to thread
     outputs, terms = output_size(kernel), math.prod(layout(loop.extent) for loop in loops)
     loop = loops[-1] if layout(loops[-1].extent) >= WARP else max(reversed(loops), key=lambda lp: layout(lp.extent))

@@ -38,8 +38,8 @@ scheduler can check by itself, so it relies on exp's label rather than on the fo
 
 from __future__ import annotations
 
-from ..codegen.item import OnlineSoftmax
 from ..codegen.indexing import unflatten
+from ..codegen.item import OnlineSoftmax
 from ..graph.lazy import LazyBuffer
 from ..graph.shapetracker import index_vars
 from ..graph.symbolic import Node, Var, render, vars
