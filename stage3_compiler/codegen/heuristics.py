@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ..graph.lazy import LazyBuffer, numel
 from ..graph.symbolic import Node, Num, layout, vars
-from ..ops import IR_ELEMENTWISE, Ops
+from ..ops import IR_ELEMENTWISE, IR_REDUCE, Ops
 from .item import ScheduleItem
 from .opts import Opt, OptOps, apply_opts, outer_loop, reduce_axes
 from .renderer import Renderer
@@ -181,6 +181,7 @@ def heuristic_opts(item: ScheduleItem, renderer: Renderer, threads: int,
         opts = [Opt(OptOps.UPCAST, axis, u) for axis, u in lanes.items()]
     else:
         opts = [Opt(OptOps.UPCAST, axis, u) for axis, u in upcast_axes(item, renderer, stored).items()]
+        opts += [Opt(OptOps.UNROLL, axis, PACK_TERMS) for axis in packed_terms(item, renderer, stored or set())]
     plan = apply_opts(item, opts, renderer)
     sizes = plan.loop_sizes(item.root.shape)
     steps = numel(item.reduce.srcs[0].shape) // max(numel(item.reduce.shape), 1) if item.reduce is not None else 1
@@ -210,6 +211,32 @@ def heuristic_opts(item: ScheduleItem, renderer: Renderer, threads: int,
             and outer_loop(plan, sizes) >= threads:
         opts.append(Opt(OptOps.THREAD, 0, threads))
     return tuple(opts)
+
+
+PACK_TERMS = 16  # terms a pass of a reduce loop whose terms compute sums of their own (packed_terms)
+
+
+def packed_terms(item: ScheduleItem, renderer: Renderer, stored: set[int]) -> list[int]:
+    """[the reduced axis] where a reduce kernel's terms compute nested sums (attention's backward: each
+    pair's score and dp, sums over the head, then an exp), each a scalar its upcast lanes share: the loop
+    takes PACK_TERMS terms a pass (UNROLL), and the vectorizer computes those scalars for the 16 terms as
+    one vector (vectorize.pack_terms). [] elsewhere."""
+    r = item.reduce
+    if item.online is not None or not renderer.vector_width or len(r.arg) != 1:
+        return []
+    n = r.srcs[0].shape[r.arg[0]]
+    if not fixed(n) or n % PACK_TERMS:
+        return []
+    stack, seen = [r.srcs[0].base], set()
+    while stack:
+        b = stack.pop()
+        if id(b) in seen or b.buffer is not None or id(b) in stored or b.op is Ops.CONST:
+            continue
+        seen.add(id(b))
+        if b.op in IR_REDUCE:
+            return [r.arg[0]]
+        stack.extend(s.base for s in b.srcs)
+    return []
 
 
 PANEL_BYTES = 512 << 10  # a column block of B a matmul keeps in L2 (half of 1 MiB) while every row uses it

@@ -457,13 +457,14 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
 
             if ranged is not None:  # a loop a term range: the reductions it bounds alike together (codegen/ranges.py)
                 d, loop = next(iter(ranged.items()))
-                rvars[d] = loop_var(f"ridx{d}", src_shape[d])
+                rvars[d] = loop_var(f"ridx{d}", src_shape[d] // plan.unroll.get(d, 1))
                 for span, group in loop:
                     L.emit(UOps.RANGE, dtypes.int64, arg=Loop(rvars[d].name, span.end, LoopKind.REDUCE, span.start))
-                    terms(None, reduces=group)
+                    for j in range(plan.unroll.get(d, 1)):
+                        terms(None, j, reduces=group)
                     L.emit(UOps.ENDRANGE, None)
                     L.cache.clear()  # values inside the loop belong to its scope
-            for j in range(unrolled[1] if unrolled else 1 if ranged is None else 0):
+            for j in range(0 if ranged is not None else unrolled[1] if unrolled else 1):
                 terms(sidx, j)
             if sidx is not None and src_shape[split_axis] % parts:
                 # the terms a whole pass of partials leaves over, one to a partial, in a loop of their own
@@ -520,7 +521,8 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
     uops = L.uops
     if renderer.vector_width and (ups or L.sums):  # lanes as vectors (vectorize.py), the first upcast axis's together
         amounts = [*ups.values(), 1, 1]
-        uops = vectorize(uops, upcast, amounts[0], renderer.vector_width, L.shared, L.sums, amounts[1])
+        uops = vectorize(uops, upcast, amounts[0], renderer.vector_width, L.shared, L.sums, amounts[1],
+                         bool(plan.unroll))
     return Kernel(name, root.shape, uops, L.buffers, L.alu_count // upcast, reduce_shape, upcast,
                   len(item.outputs), tuple(opts), plan.threads, kernel_variables(L.uops), item.online is not None)
 
@@ -597,12 +599,16 @@ def reduce_ranges(item: ScheduleItem, plan, lanes: list[list[Node]], src_shape: 
         dict[int, list[tuple[TermRange, list[LazyBuffer]]]] | None:
     """{axis: [(range, reductions)]}: a reduce loop over one axis a range of its terms (codegen/ranges.py)
     for each group of the kernel's reductions that share one, in every lane (the lanes share the loop);
-    None where no reduction's terms have a range, or the loop is cut by SPLIT or UNROLL."""
+    None where no reduction's terms have a range, or SPLIT cuts the loop. Under UNROLL the range is of
+    whole passes, each pass's terms masked as before: those a pass takes beyond the range add nothing."""
     r = item.reduce
     axes = [d for d in r.arg if src_shape[d] != 1]
-    if plan.split or plan.unroll or len(axes) != 1 or isinstance(src_shape[axes[0]], Node):
+    if plan.split or len(axes) != 1 or isinstance(src_shape[axes[0]], Node) or set(plan.unroll) - set(axes):
         return None
     axis, n = axes[0], src_shape[axes[0]]
+    u = plan.unroll.get(axis, 1)
+    if n // u == 1:
+        return None  # one pass: no loop to bound
     j = loop_var(f"ridx{axis}", n)
     groups: dict[tuple[str, str], tuple[TermRange, list[LazyBuffer]]] = {}
     for red in item.reduces:
@@ -620,7 +626,7 @@ def reduce_ranges(item: ScheduleItem, plan, lanes: list[list[Node]], src_shape: 
         groups.setdefault(key, (span, []))[1].append(red)
     if set(groups) == {("0", str(n))}:
         return None
-    return {axis: list(groups.values())}
+    return {axis: [(TermRange(span.start // u, (span.end + u - 1) // u), group) for span, group in groups.values()]}
 
 
 def kernel_variables(uops: list[UOp]) -> tuple[Variable, ...]:

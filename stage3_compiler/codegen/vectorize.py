@@ -44,6 +44,7 @@ VECTOR_ALU = (Ops.ADD, Ops.MUL, Ops.NEG, Ops.DIV)  # ops every vector type has a
 MASK_COMPARES = (Ops.CMPLT, Ops.CMPEQ, Ops.CMPNE)
 MASK_LOGIC = (Ops.AND, Ops.OR, Ops.XOR)  # of two masks: a mask
 VECTOR_DTYPES = (dtypes.float32, dtypes.float64)
+PACKED_ALU = (*VECTOR_ALU, Ops.POW2)  # and in a pack of unrolled terms (`pack_terms`): POW2, the renderer's own formula
 
 
 def lane_width(fastest: int, dtype, width: int) -> int:
@@ -60,9 +61,10 @@ def lane_width(fastest: int, dtype, width: int) -> int:
 
 class Vectorizer:
     def __init__(self, uops: list[UOp], upcast: int, fastest: int, width: int, shared: set[int],
-                 sums: list[tuple[UOp, list[UOp]]], second: int = 1):
+                 sums: list[tuple[UOp, list[UOp]]], second: int = 1, unrolled: bool = False):
         self.uops, self.upcast, self.fastest, self.width = uops, upcast, fastest, width  # width: float32 lanes
         self.second = second  # the lanes of the second upcast axis (transposed stores group along it)
+        self.unrolled = unrolled  # the reduce loop takes several terms a pass (UNROLL): pack_terms may pack them
         self.shared = shared  # ACCs of no lane: a nested reduction's, an online softmax row's (lower.py)
         self.sums = sums  # nested sums written out as trees: (the result, its terms in order)
         self.renamed: dict[int, UOp] = {}  # a replaced scalar's id -> the scalar that now holds its value
@@ -70,6 +72,9 @@ class Vectorizer:
         self.vector_of: dict[int, tuple[UOp, int]] = {}  # a replaced scalar's id -> (its vector, lane)
         self.replace_at: dict[int, UOp | None] = {}  # a replaced UOp's id -> what takes its place (None: nothing)
         self.count = 0
+        self.acc_values: list[list[UOp]] = []  # each vector accumulator's update values, in order (pack_terms)
+        self.sum_vectors: dict[int, UOp] = {}  # a nested sum's result -> the vector whose lanes it adds (vectorize_sum)
+        self.packing = False  # matching a pack of unrolled terms (`pack_terms`): more leaves match
 
     def new(self, op: UOps, dtype, srcs: tuple = (), arg=None, lanes: int = 1) -> UOp:
         self.count += 1
@@ -77,7 +82,7 @@ class Vectorizer:
 
     def match(self, us: tuple[UOp, ...]) -> UOp | None:
         """The vector whose lane k is us[k], built from vector UOps; None if the lanes differ in kind."""
-        key = tuple(id(u) for u in us)
+        key = (self.packing, *(id(u) for u in us))
         if key not in self.matched:
             self.matched[key] = self._match(us)
         return self.matched[key]
@@ -86,11 +91,17 @@ class Vectorizer:
         first, n = us[0], len(us)
         if all(u is first for u in us):
             return self.new(UOps.VEC, first.dtype, (first,), lanes=n) if first.lanes == 1 else None
+        if all(id(u) in self.vector_of for u in us):  # the lanes of one vector, in order
+            vec = self.vector_of[id(first)][0]
+            if vec.lanes == n and all(self.vector_of[id(u)] == (vec, k) for k, u in enumerate(us)):
+                return vec
         if any(u.op is not first.op or u.dtype is not first.dtype or u.lanes != 1 for u in us):
             return None
+        if self.packing and all(id(u) in self.sum_vectors for u in us):
+            return self.sums_across([self.sum_vectors[id(u)] for u in us])
         if first.op is UOps.LOAD:
             index, bound = first.arg
-            if first.dtype not in VECTOR_DTYPES:
+            if first.dtype not in VECTOR_DTYPES and not (self.packing and first.dtype is dtypes.int64):
                 return None  # (a bool vector is a comparison's mask, not bytes: see `mask`)
             if bound is not None or len(first.srcs) > 1 or \
                     any(u.srcs[0] is not first.srcs[0] or u.arg[1] is not None or len(u.srcs) > 1 for u in us):
@@ -113,15 +124,12 @@ class Vectorizer:
             if any(s is None for s in srcs):
                 return None
             return self.new(UOps.ALU, first.dtype, srcs, Ops.WHERE, lanes=n)
-        if first.op is UOps.ALU and first.arg in VECTOR_ALU and all(u.arg is first.arg for u in us):
+        alu = PACKED_ALU if self.packing and first.dtype is dtypes.float32 else VECTOR_ALU
+        if first.op is UOps.ALU and first.arg in alu and all(u.arg is first.arg for u in us):
             srcs = [self.match(tuple(u.srcs[i] for u in us)) for i in range(len(first.srcs))]
             if any(s is None for s in srcs):
                 return None
             return self.new(UOps.ALU, first.dtype, srcs, first.arg, lanes=n)
-        if first.op is UOps.ACC and all(id(u) in self.vector_of for u in us):
-            vec = self.vector_of[id(first)][0]
-            if all(self.vector_of[id(u)] == (vec, k) for k, u in enumerate(us)):
-                return vec
         return None
 
     def mask(self, us: tuple[UOp, ...]) -> UOp | None:
@@ -131,7 +139,8 @@ class Vectorizer:
         if key not in self.matched:
             first, found = us[0], None
             if first.op is UOps.ALU and all(u.op is UOps.ALU and u.arg is first.arg for u in us):
-                if first.arg in MASK_COMPARES and first.srcs[0].dtype is dtypes.float32:
+                compared = (dtypes.float32, dtypes.int64) if self.packing else (dtypes.float32,)
+                if first.arg in MASK_COMPARES and first.srcs[0].dtype in compared:
                     srcs = [self.match(tuple(u.srcs[i] for u in us)) for i in (0, 1)]
                 elif first.arg in MASK_LOGIC:
                     srcs = [self.mask(tuple(u.srcs[i] for u in us)) for i in (0, 1)]
@@ -164,6 +173,8 @@ class Vectorizer:
         for u in self.uops:
             if u.op is UOps.STORE:
                 stores.setdefault(id(u.srcs[0]), []).append(u)
+        if self.unrolled:
+            self.pack_terms()
         for found in stores.values():
             if len(found) == self.upcast:
                 done = [self.vectorize_store(group) for group in self.groups(found)]
@@ -184,6 +195,7 @@ class Vectorizer:
         values = [self.match(tuple(us[t].srcs[1] for us in updates)) for t in range(n)]
         if any(v is None for v in values):
             return
+        self.acc_values.append(values)
         vacc = self.new(UOps.ACC, first.dtype, arg=first.arg, lanes=len(accs))
         for k, a in enumerate(accs):
             self.vector_of[id(a)] = (vacc, k)
@@ -221,6 +233,52 @@ class Vectorizer:
         summed = self.new(UOps.ALU, total.dtype, tuple(lanes), Ops.ADD) if n == 2 else lanes[0]
         self.replace_at[id(total)] = summed
         self.renamed[id(total)] = summed
+        self.sum_vectors[id(total)] = self.sum_vectors[id(summed)] = vectors[0]
+
+    def sums_across(self, vectors: list[UOp]) -> UOp | None:
+        """One vector whose lane k is the sum of the lanes of vectors[k] (m vectors of n lanes, m a multiple
+        of n), added in vectorize_sum's order (the same bits): a level at a time, the even lanes of two
+        neighbours plus their odd lanes, so that each vector's partial sums sit side by side, half as many
+        each level; then the m / n vectors of n sums side by side. A block of 16 attention scores over a
+        head of 32: 15 shuffled adds, where each score took 4 of its own."""
+        m, n, dtype = len(vectors), vectors[0].lanes, vectors[0].dtype
+        if m % n or m & (m - 1) or n < 2 or any(v.lanes != n or v.dtype is not dtype for v in vectors):
+            return None
+        width = n  # lanes a sum still spans
+        while width > 1:
+            pairs = zip(vectors[::2], vectors[1::2], strict=True)
+            vectors = [self.new(UOps.ALU, dtype, tuple(self.new(UOps.SHUFFLE, dtype, (a, b), tuple(range(k, 2 * n, 2)),
+                                                              lanes=n) for k in (0, 1)), Ops.ADD, lanes=n)
+                       for a, b in pairs]
+            width //= 2
+        while len(vectors) > 1:
+            lanes = 2 * vectors[0].lanes
+            vectors = [self.new(UOps.SHUFFLE, dtype, (a, b), tuple(range(lanes)), lanes=lanes)
+                       for a, b in zip(vectors[::2], vectors[1::2], strict=True)]
+        return vectors[0]
+
+    def pack_terms(self) -> None:
+        """An unrolled reduce loop's terms, packed across: where a vector accumulator's updates each read
+        one scalar broadcast to every lane (attention's backward: ds_j, the same for the head's 32 dims),
+        and those scalars, `width` neighbouring terms of them, are one computation term by term, that
+        computation runs once on a vector of terms (its exp: one vector exp for 16 keys) and each update
+        broadcasts its lane. The leaves the terms differ by must be vectors already: loads side by side,
+        nested sums (their lanes added across: `sums_across`), lanes of a vector in order."""
+        done: set[int] = set()
+        for values in self.acc_values:
+            found = [broadcast(v) for v in values]
+            for start in range(0, len(found) - self.width + 1, self.width):
+                chunk = found[start:start + self.width]
+                if any(b is None or id(b) in done for b in chunk) or len({id(b.srcs[0]) for b in chunk}) == 1:
+                    continue
+                self.packing = True
+                packed = self.match(tuple(b.srcs[0] for b in chunk))
+                self.packing = False
+                if packed is None or packed.lanes != self.width:
+                    continue
+                for k, b in enumerate(chunk):
+                    b.srcs = (self.new(UOps.GEP, b.dtype, (packed,), k),)
+                    done.add(id(b))
 
     def vectorize_store(self, stores: tuple[UOp, ...]) -> bool:
         if not side_by_side(stores):
@@ -300,6 +358,13 @@ class Vectorizer:
         return dead_code_removed(out)
 
 
+def broadcast(v: UOp) -> UOp | None:
+    """The broadcast scalar (a VEC of one) a vector product reads, if it reads one."""
+    if v.op is not UOps.ALU or v.arg is not Ops.MUL:
+        return None
+    return next((s for s in v.srcs if s.op is UOps.VEC and len(s.srcs) == 1 and s.srcs[0].lanes == 1), None)
+
+
 def side_by_side(stores: tuple[UOp, ...]) -> bool:
     """Do the stores write one dtype at consecutive indices (store k at the first's index + k)?"""
     first = stores[0]
@@ -320,10 +385,11 @@ def dead_code_removed(uops: list[UOp]) -> list[UOp]:
 
 
 def vectorize(uops: list[UOp], upcast: int, fastest: int, width: int, shared: set[int] | None = None,
-              sums: list[tuple[UOp, list[UOp]]] | None = None, second: int = 1) -> list[UOp]:
+              sums: list[tuple[UOp, list[UOp]]] | None = None, second: int = 1, unrolled: bool = False) -> list[UOp]:
     """The kernel's UOps with its lanes packed into vectors of `width` float32s (module docstring);
     `fastest`, `second`: the lanes of the first and second upcast axes; `shared`: the ids of ACCs no
-    lane owns. The UOps as they were where lanes do not group (no upcast, a SPLIT's partials)."""
+    lane owns; `unrolled`: the reduce loop takes several terms a pass (pack_terms). The UOps as they
+    were where lanes do not group (no upcast, a SPLIT's partials)."""
     if (upcast == 1 and not sums) or any(u.op is UOps.ACCS for u in uops):
         return uops
-    return Vectorizer(uops, upcast, fastest, width, shared or set(), sums or [], second).run()
+    return Vectorizer(uops, upcast, fastest, width, shared or set(), sums or [], second, unrolled).run()

@@ -23,7 +23,8 @@ from ..ops import Ops
 CTYPES = {"bool": "unsigned char", "int32": "int", "int64": "long long", "float32": "float", "float64": "double"}
 UNSIGNED = {"int32": "unsigned int", "int64": "unsigned long long"}
 # bytes an entry, of the dtypes vectors hold (codegen/vectorize.py; int32: a float32 comparison's mask)
-DTYPE_SIZE = {"float32": 4, "float64": 8, "int32": 4}
+DTYPE_SIZE = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
+VECTOR_NAMES = {"int64": "int64"}  # a vector type's name where the C type's has a space: int64x16, not long longx16
 LIBM = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SQRT: "sqrt", Ops.SIN: "sin"}
 
 
@@ -97,6 +98,15 @@ static inline __attribute__((always_inline)) double sitp_pow2(double x) {
   return x > -1076.0 ? s1.f * s2.f : x != x ? x : 0.0;
 }
 #endif"""
+# POW2 on a vector of float32 (codegen/vectorize.py packs a block of terms' exps): sitp_pow2f lane by lane, its
+# selects as masks; the same bits in every lane.
+POW2_VECTOR = r"""static inline __attribute__((always_inline)) floatx{n} sitp_pow2fx{n}(floatx{n} x) {{
+  intx{n} in = x > -151.0f, top = x > 129.0f, nan = x != x;
+  floatx{n} c = (floatx{n})((((intx{n})x & ~top) | ((intx{n})((floatx{n}){{0}} + 129.0f) & top)) & in);
+  intx{n} n = __builtin_convertvector(c, intx{n}), n1 = n >> 1, n2 = n - n1;
+  floatx{n} two = (floatx{n})((n1 + 127) << 23) * (floatx{n})((n2 + 127) << 23);
+  return (floatx{n})(((intx{n})two & in) | ((intx{n})x & nan));
+}}"""
 
 
 @dataclass
@@ -153,6 +163,15 @@ def fused_multiply_adds(kernel: Kernel) -> bool:
     return accumulated
 
 
+def vector_name(name: str) -> str:
+    return VECTOR_NAMES.get(name, CTYPES[name])
+
+
+def vector_pow2(kernel: Kernel) -> set[int]:
+    """The lane counts of the float32 vectors a kernel takes POW2 of."""
+    return {u.lanes for u in kernel.uops if u.op is UOps.ALU and u.arg is Ops.POW2 and u.lanes > 1}
+
+
 class CRenderer(Renderer):
     kernel_prefix = ""
     exp2f = "sitp_exp2f"  # float32 EXP2: our own (EXP2F below), which the C compiler can vectorize
@@ -179,15 +198,15 @@ class CRenderer(Renderer):
         of bools is a float32 comparison's mask: ints, -1 where true and 0 where false."""
         if lanes > 1 and dtype is dtypes.bool:
             return f"intx{lanes}"
-        return CTYPES[dtype.name] if lanes == 1 else f"{CTYPES[dtype.name]}x{lanes}"
+        return CTYPES[dtype.name] if lanes == 1 else f"{vector_name(dtype.name)}x{lanes}"
 
     def vector_types(self, kernel: Kernel) -> list[str]:
         """The typedefs of the vector types a kernel uses: gcc's vector extension, whose +, * and - act
         lane by lane and compile to vector instructions (split into several where the CPU's are narrower)."""
-        used = sorted({("int32" if u.dtype is dtypes.bool else u.dtype.name, u.lanes) for u in kernel.uops
-                       if u.lanes > 1})
-        return [f"typedef {CTYPES[name]} {CTYPES[name]}x{n} __attribute__((vector_size({n * DTYPE_SIZE[name]})));"
-                for name, n in used]
+        used = {("int32" if u.dtype is dtypes.bool else u.dtype.name, u.lanes) for u in kernel.uops if u.lanes > 1}
+        used |= {("int32", n) for name, n in set(used) if name == "float32" and vector_pow2(kernel)}  # its exponents
+        return [f"typedef {CTYPES[name]} {vector_name(name)}x{n} __attribute__((vector_size({n * DTYPE_SIZE[name]})));"
+                for name, n in sorted(used)] + [POW2_VECTOR.format(n=n) for n in sorted(vector_pow2(kernel))]
 
     def const(self, value, dtype: DType) -> str:
         text = self._literal(value, dtype)
@@ -449,6 +468,11 @@ class CRenderer(Renderer):
         if u.arg is Ops.WHERE and u.srcs[0].lanes > 1:  # a mask's select, bit by bit (C has no vector ?:)
             mask, ints = names[0], self.ctype(dtypes.bool, u.lanes)
             expr = f"({self.ctype(u.dtype, u.lanes)})((({ints}){names[1]}&{mask})|(({ints}){names[2]}&~{mask}))"
+        elif u.arg is Ops.POW2 and u.lanes > 1:
+            expr = f"sitp_pow2fx{u.lanes}({names[0]})"
+        elif u.dtype is dtypes.bool and u.lanes > 1 and src_dtype is dtypes.int64:  # 64-bit lanes' mask, narrowed
+            wide = self.alu(u.arg, u.dtype, names, src_dtype)
+            expr = f"__builtin_convertvector({wide}, {self.ctype(u.dtype, u.lanes)})"
         else:
             expr = self.alu(u.arg, u.dtype, names, src_dtype)  # (a vector's: the same)
         src.add(f"{self.ctype(u.dtype, u.lanes)} {u.name} = {expr};")
@@ -475,8 +499,8 @@ class CRenderer(Renderer):
 
     def render_shuffle(self, src: Source, u: UOp) -> None:
         src.names[id(u)] = u.name
-        v = src.names[id(u.srcs[0])]
-        src.add(f"{self.ctype(u.dtype, u.lanes)} {u.name} = __builtin_shufflevector({v}, {v}, "
+        v, w = src.names[id(u.srcs[0])], src.names[id(u.srcs[-1])]  # (two vectors: lanes of both, the second's after)
+        src.add(f"{self.ctype(u.dtype, u.lanes)} {u.name} = __builtin_shufflevector({v}, {w}, "
                 f"{', '.join(str(k) for k in u.arg)});")
 
     RULES = {UOps.GLOBAL: render_global, UOps.RANGE: render_range, UOps.ENDRANGE: render_endrange,

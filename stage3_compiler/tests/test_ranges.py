@@ -11,12 +11,14 @@ from ..codegen import lower as lowering
 from ..codegen.lower import lower
 from ..codegen.program import Program
 from ..codegen.uops import LoopKind, UOps
+from ..codegen.vectorize import Vectorizer
 from ..cpu.runtime import cpu_runtime
 from ..device import buffer_class
 from ..dtype import dtypes
 from ..engine import realize
 from ..engine.schedule import create_schedule
 from ..graph.symbolic import Node, render
+from ..ops import Ops
 
 CPU = cpu_runtime.renderer
 
@@ -55,7 +57,7 @@ def whole_loop_bits(item, stored, monkeypatch) -> list[np.ndarray]:
     with monkeypatch.context() as m:
         m.setattr(lowering, "reduce_ranges", lambda *args: None)
         kernel = lower(item, stored, CPU)
-    assert all(end == "64" or not end.startswith("gidx") for _, end in reduce_loops(kernel))
+    assert all("gidx" not in start + end for start, end in reduce_loops(kernel))
     return outputs(kernel)
 
 
@@ -79,7 +81,8 @@ def test_causal_flash_attention_runs_each_query_up_to_itself(online, monkeypatch
 
 def test_flash_attention_backward_runs_two_ranges(online, monkeypatch):
     # one kernel for dq, dk and dv (T == S): dq sums the keys up to its query, dk and dv the queries
-    # from their key on; the two loops fold the same bits as one whole loop
+    # from their key on, 16 a pass (heuristics.packed_terms: the passes that hold any of them); the two
+    # loops fold the same bits as one whole loop
     q, k, v, g = rand(4, 1, 2, 64, 8), rand(5, 1, 2, 64, 8), rand(6, 1, 2, 64, 8), rand(7, 1, 2, 64, 8)
     for t in (q, k, v):
         t.requires_grad_()
@@ -92,7 +95,7 @@ def test_flash_attention_backward_runs_two_ranges(online, monkeypatch):
     loops = reduce_loops(kernel)
     assert len(loops) == 2
     (start0, end0), (start1, end1) = loops
-    assert start0 == "0" and end0.endswith("+1") and start1.startswith("gidx") and end1 == "64"
+    assert (start0, end0, start1, end1) == ("0", "gidx2/16+1", "gidx2/16", "4")
     for ours, whole in zip(outputs(kernel), whole_loop_bits(item, stored, monkeypatch), strict=True):
         np.testing.assert_array_equal(ours, whole)
 
@@ -127,3 +130,25 @@ def test_a_mask_read_from_memory_keeps_the_whole_loop():
     total = keep.where(x.exp(), 0.0).sum(-1)
     item, stored = last_item(total)
     assert reduce_loops(lower(item, stored, CPU, ())) == [("0", "64")]
+
+
+def test_the_backward_packs_16_keys_exps_into_one_vector_with_the_same_bits(online, monkeypatch):
+    # heuristics.packed_terms unrolls the loop by 16; vectorize.pack_terms then computes the 16 terms' ds
+    # (their scores and dp's summed across, their exps) as vectors, lane by lane the scalar code's ops
+    q, k, v, g = rand(11, 1, 2, 64, 8), rand(12, 1, 2, 64, 8), rand(13, 1, 2, 64, 8), rand(14, 1, 2, 64, 8)
+    for t in (q, k, v):
+        t.requires_grad_()
+    out = q.scaled_dot_product_attention(k, v, is_causal=True)
+    out.realize(out._ctx.saved["lse"])
+    with Tensor.no_grad():
+        grads = attention_grads(g, out, q, k, v, **out._ctx.saved)
+    item, stored = last_item(*grads)
+    kernel = lower(item, stored, CPU)
+    exps = [u for u in kernel.uops if u.op is UOps.ALU and u.arg is Ops.POW2]
+    assert exps and all(u.lanes == 16 for u in exps)
+    with monkeypatch.context() as m:
+        m.setattr(Vectorizer, "pack_terms", lambda self: None)
+        scalar = lower(item, stored, CPU)
+    assert all(u.lanes == 1 for u in scalar.uops if u.op is UOps.ALU and u.arg is Ops.POW2)
+    for ours, theirs in zip(outputs(kernel), outputs(scalar), strict=True):
+        np.testing.assert_array_equal(ours, theirs)
