@@ -173,6 +173,7 @@ def heuristic_opts(item: ScheduleItem, renderer: Renderer, threads: int,
         and not matmul_tile(item, renderer) and item.online is None else None
     if item.online is not None:
         opts = [Opt(OptOps.UPCAST, axis, u) for axis, u in online_lanes(item).items()]
+        opts += [Opt(OptOps.UNROLL, axis, PACK_TERMS) for axis in online_block(item, renderer)]
     elif split is not None:  # a row reduction over memory side by side: a vector of partials (see SPLIT)
         opts = [Opt(OptOps.SPLIT, *split)]
     elif item.reduce is None:
@@ -214,6 +215,14 @@ def heuristic_opts(item: ScheduleItem, renderer: Renderer, threads: int,
 
 
 PACK_TERMS = 16  # terms a pass of a reduce loop whose terms compute sums of their own (packed_terms)
+
+
+def online_block(item: ScheduleItem, renderer: Renderer) -> list[int]:
+    """[the keys' axis] where an online softmax takes PACK_TERMS keys a pass (Lowerer.softmax_block): their
+    exps one vector where the renderer has vectors. [] elsewhere."""
+    r = item.reduce
+    n = r.srcs[0].shape[r.arg[0]] if len(r.arg) == 1 else 0
+    return [r.arg[0]] if renderer.vector_width and fixed(n) and n % PACK_TERMS == 0 and n > PACK_TERMS else []
 
 
 def packed_terms(item: ScheduleItem, renderer: Renderer, stored: set[int]) -> list[int]:

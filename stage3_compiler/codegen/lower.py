@@ -70,7 +70,8 @@ class Lowerer:
         # an online softmax (item.online): its rows' running max and sum, declared before the loop opens
         self.rows: dict[str, Row] = {}
         self.before_loop = 0  # where a row's accumulators go: before the reduction loop
-        self.steps: list[tuple[UOp, Row]] = []  # (rescale, row) of each softmax term a value read
+        self.steps: list[tuple[UOp | None, Row]] = []  # (rescale or None, row) of each softmax term a value read
+        self.block = 1  # an online softmax's keys a pass (UNROLL): their max, exps and rescale taken together
         self.gate: UOp | None = None  # while a computed base is read through a padded view: its validity
 
     def emit(self, op: UOps, dtype: DType | None, srcs: tuple = (), arg: Any = None) -> UOp:
@@ -282,6 +283,8 @@ class Lowerer:
         moves its row on: the new max, the rescale e^(m_old - m_new) of what was summed, the sum."""
         soft = self.item.online
         key = ("softmax", tuple(render(i) for i in idxs))
+        if key not in self.cache and self.block > 1:
+            self.softmax_block(idxs)
         if key not in self.cache:
             dtype = soft.probs.dtype
             x = self.view(next(s for s in soft.shifted.srcs if s.base.op is not Ops.NEG), idxs)
@@ -304,6 +307,41 @@ class Lowerer:
         term, rescale, row = self.cache[key]
         self.steps.append((rescale, row))
         return term
+
+    def softmax_block(self, idxs: list[Node]) -> None:
+        """probs at idxs and at the block - 1 keys after it (a pass of the unrolled loop: `self.block` keys),
+        as FlashAttention takes a block of keys: the block's max m_b of its scores, the row's new max
+        m = max(m_old, m_b), the terms e^(x - m) and one rescale e^(m_old - m) of what was summed, and
+        the row's sum moved on by the block's sum. The terms are one computation key by key, which the
+        vectorizer packs into vectors (vectorize.pack_terms: 16 exps in one); the rescale is one exp a block
+        instead of one a key."""
+        soft = self.item.online
+        dtype, axis = soft.probs.dtype, soft.total.arg[0]
+        x_view = next(s for s in soft.shifted.srcs if s.base.op is not Ops.NEG)
+        keys = [[i + k if d == axis else i for d, i in enumerate(idxs)] for k in range(self.block)]
+        xs = [self.view(x_view, at) for at in keys]
+        row = self.row(soft.probs.srcs[1], idxs, dtype)
+        top = self.tree(Ops.MAX, dtype, xs)
+        new = self.alu(Ops.MAX, dtype, row.max, top)
+        ninf = self.const(float("-inf"), dtype)
+
+        def shifted_exp(a: UOp) -> UOp:  # e^(a - m); 0 where a is -inf (-inf - -inf, a row masked so far, is nan)
+            gap = self.alu(Ops.ADD, dtype, a, self.alu(Ops.NEG, dtype, new))
+            return self.exp_of(self.alu(Ops.WHERE, dtype, self.alu(Ops.CMPEQ, dtypes.bool, a, ninf), ninf, gap))
+        rescale = shifted_exp(row.max)
+        terms = [shifted_exp(x) for x in xs]
+        self.emit(UOps.UPDATE, dtype, (row.total, rescale), Ops.REDUCE_MUL)
+        self.emit(UOps.UPDATE, dtype, (row.total, self.tree(Ops.ADD, dtype, terms)), Ops.REDUCE_ADD)
+        self.emit(UOps.UPDATE, dtype, (row.max, top), Ops.REDUCE_MAX)
+        for k, (at, term) in enumerate(zip(keys, terms, strict=True)):  # the rescale goes with the block's first
+            self.cache[("softmax", tuple(render(i) for i in at))] = (term, rescale if k == 0 else None, row)
+
+    def tree(self, op: Ops, dtype: DType, values: list[UOp]) -> UOp:
+        """The values folded pairwise: (v0 op v1) op (v2 op v3)..., independent ops rather than a chain."""
+        while len(values) > 1:
+            values = [self.alu(op, dtype, *values[i:i + 2]) if i + 1 < len(values) else values[i]
+                      for i in range(0, len(values), 2)]
+        return values[0]
 
     def row(self, total: LazyBuffer, idxs: list[Node], dtype: DType) -> Row:
         """The running max and sum of the softmax row that `total` (the row's sum, viewed) reads at idxs."""
@@ -366,6 +404,8 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
         opts = heuristic_opts(item, renderer, get_num_threads(), stored)
     plan = apply_opts(item, opts, renderer)
     L = Lowerer(item, stored)
+    if item.online is not None and plan.unroll:
+        L.block = next(iter(plan.unroll.values()))
     out_bufs = [L.global_of(o) for o in item.outputs]
     ups = plan.upcast
     loop_sizes = plan.loop_sizes(root.shape)
@@ -448,7 +488,8 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
                         value = L.view(r.srcs[0], idxs)
                         if item.online is not None and r is item.reduce:  # rescaled to the row's new max
                             rescale, rows[id(lane[id(r)])] = L.steps[0]
-                            L.emit(UOps.UPDATE, r.dtype, (acc, rescale), Ops.REDUCE_MUL)
+                            if rescale is not None:  # (a block of keys: once, before its first term)
+                                L.emit(UOps.UPDATE, r.dtype, (acc, rescale), Ops.REDUCE_MUL)
                         L.emit(UOps.UPDATE, r.dtype, (acc, value), r.op)
                         L.alu_count += 1
                 if outside is not None:

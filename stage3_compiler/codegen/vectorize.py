@@ -84,7 +84,10 @@ class Vectorizer:
         """The vector whose lane k is us[k], built from vector UOps; None if the lanes differ in kind."""
         key = (self.packing, *(id(u) for u in us))
         if key not in self.matched:
-            self.matched[key] = self._match(us)
+            self.matched[key] = found = self._match(us)
+            if self.packing and found is not None and found.op is not UOps.VEC and len({id(u) for u in us}) == len(us):
+                for k, u in enumerate(us):  # a pack's term, read as a scalar elsewhere (the block's max): its lane
+                    self.vector_of.setdefault(id(u), (found, k))
         return self.matched[key]
 
     def _match(self, us: tuple[UOp, ...]) -> UOp | None:
@@ -266,7 +269,7 @@ class Vectorizer:
         nested sums (their lanes added across: `sums_across`), lanes of a vector in order."""
         done: set[int] = set()
         for values in self.acc_values:
-            found = [broadcast(v) for v in values]
+            found = [b for b in map(broadcast, values) if b is not None]
             for start in range(0, len(found) - self.width + 1, self.width):
                 chunk = found[start:start + self.width]
                 if any(b is None or id(b) in done for b in chunk) or len({id(b.srcs[0]) for b in chunk}) == 1:
@@ -277,6 +280,7 @@ class Vectorizer:
                 if packed is None or packed.lanes != self.width:
                     continue
                 for k, b in enumerate(chunk):
+                    self.vector_of.setdefault(id(b.srcs[0]), (packed, k))  # a scalar read of it reads its lane
                     b.srcs = (self.new(UOps.GEP, b.dtype, (packed,), k),)
                     done.add(id(b))
 
