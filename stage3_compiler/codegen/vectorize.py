@@ -331,10 +331,20 @@ class Vectorizer:
         placed: set[int] = set()
         lane_reads: dict[int, UOp] = {}  # replaced scalar id -> the GEP that reads its lane
 
+        def resolve(s: UOp) -> UOp:  # a read of a lane now held in a vector reads it out of the vector
+            s = self.renamed.get(id(s), s)
+            if id(s) in self.vector_of:
+                if id(s) not in lane_reads:
+                    vec, k = self.vector_of[id(s)]
+                    lane_reads[id(s)] = self.new(UOps.GEP, s.dtype, (vec,), k)
+                s = lane_reads[id(s)]
+            return s
+
         def place(u: UOp) -> None:
             if id(u) in placed:
                 return
             placed.add(id(u))
+            u.srcs = tuple(map(resolve, u.srcs))
             for s in u.srcs:
                 place(s)
             out.append(u)
@@ -345,20 +355,7 @@ class Vectorizer:
                 if new is not None:
                     place(new)
                 continue
-            srcs = []
-            for s in u.srcs:  # a read of a lane now held in a vector reads it out of the vector
-                s = self.renamed.get(id(s), s)
-                if id(s) in self.vector_of:
-                    if id(s) not in lane_reads:
-                        vec, k = self.vector_of[id(s)]
-                        lane_reads[id(s)] = self.new(UOps.GEP, s.dtype, (vec,), k)
-                    s = lane_reads[id(s)]
-                    place(s)
-                srcs.append(s)
-            u.srcs = tuple(srcs)
-            if id(u) not in placed:
-                placed.add(id(u))
-                out.append(u)
+            place(u)
         return dead_code_removed(out)
 
 
