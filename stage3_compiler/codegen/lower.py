@@ -321,7 +321,10 @@ class Lowerer:
         keys = [[i + k if d == axis else i for d, i in enumerate(idxs)] for k in range(self.block)]
         xs = [self.view(x_view, at) for at in keys]
         row = self.row(soft.probs.srcs[1], idxs, dtype)
-        top = self.tree(Ops.MAX, dtype, xs)
+        # The max only shifts the exps: a NaN score need not win it (its own term is NaN, and so the row), and
+        # b < a ? a : b is one instruction where a NaN-aware max took five (a third of the kernel's time)
+        top = self.tree(Ops.MAX, dtype, xs, lambda a, b: self.alu(Ops.WHERE, dtype, self.alu(
+            Ops.CMPLT, dtypes.bool, b, a), a, b))
         new = self.alu(Ops.MAX, dtype, row.max, top)
         ninf = self.const(float("-inf"), dtype)
 
@@ -336,11 +339,12 @@ class Lowerer:
         for k, (at, term) in enumerate(zip(keys, terms, strict=True)):  # the rescale goes with the block's first
             self.cache[("softmax", tuple(render(i) for i in at))] = (term, rescale if k == 0 else None, row)
 
-    def tree(self, op: Ops, dtype: DType, values: list[UOp]) -> UOp:
-        """The values folded pairwise: (v0 op v1) op (v2 op v3)..., independent ops rather than a chain."""
+    def tree(self, op: Ops, dtype: DType, values: list[UOp], fold=None) -> UOp:
+        """The values folded pairwise: (v0 op v1) op (v2 op v3)..., independent ops rather than a chain
+        (`fold`: a function of two values in place of op)."""
+        fold = fold or (lambda a, b: self.alu(op, dtype, a, b))
         while len(values) > 1:
-            values = [self.alu(op, dtype, *values[i:i + 2]) if i + 1 < len(values) else values[i]
-                      for i in range(0, len(values), 2)]
+            values = [fold(*values[i:i + 2]) if i + 1 < len(values) else values[i] for i in range(0, len(values), 2)]
         return values[0]
 
     def row(self, total: LazyBuffer, idxs: list[Node], dtype: DType) -> Row:

@@ -159,6 +159,22 @@ def test_online_softmax_rescales_when_the_row_max_grows(online):
     np.testing.assert_allclose(out.numpy(), attention_ref(q.numpy(), k.numpy(), v.numpy()), rtol=1e-6)
 
 
+def test_a_block_of_keys_keeps_a_nan_score_in_its_rows(online):
+    # 16 keys a pass (Lowerer.softmax_block), whose max lets a NaN score pass: the NaN's own term makes
+    # its rows NaN, as the softmax does; the rows the causal mask keeps it from stay finite
+    q, k, v = realized(1, 2, 48, 8), realized(1, 2, 48, 9)[..., :8].contiguous(), realized(2, 1, 48, 8)
+    keys = k.numpy()
+    keys[0, 1, 20, 3] = np.nan
+    k = Tensor(keys)
+    out = q.scaled_dot_product_attention(k, v, is_causal=True)
+    assert count(out) == 1
+    want = attention_ref(q.numpy(), keys, v.numpy(), np.tril(np.ones((48, 48), bool)))
+    got = out.numpy()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    assert np.isnan(got[0, 1, 20:]).all() and not np.isnan(got[0, 1, :20]).any()
+    np.testing.assert_allclose(got[~np.isnan(want)], want[~np.isnan(want)], rtol=1e-5, atol=1e-6)
+
+
 def heads(seed: int, *shape) -> Tensor:
     return Tensor(np.random.default_rng(seed).standard_normal(shape).astype(np.float32)).requires_grad_()
 
