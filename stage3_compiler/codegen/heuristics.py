@@ -180,9 +180,11 @@ def heuristic_opts(item: ScheduleItem, renderer: Renderer, threads: int,
         lanes = transpose_axes(item, stored or set()) or \
             (across_axes(item, stored or set()) if renderer.vector_width else {})
         opts = [Opt(OptOps.UPCAST, axis, u) for axis, u in lanes.items()]
+    elif packed_terms(item, renderer, stored or set()):  # each pass: a whole row of outputs, 16 terms
+        opts = [*(Opt(OptOps.UPCAST, axis, u) for axis, u in row_lanes(item).items()),
+                *(Opt(OptOps.UNROLL, axis, PACK_TERMS) for axis in packed_terms(item, renderer, stored or set()))]
     else:
         opts = [Opt(OptOps.UPCAST, axis, u) for axis, u in upcast_axes(item, renderer, stored).items()]
-        opts += [Opt(OptOps.UNROLL, axis, PACK_TERMS) for axis in packed_terms(item, renderer, stored or set())]
     plan = apply_opts(item, opts, renderer)
     sizes = plan.loop_sizes(item.root.shape)
     steps = numel(item.reduce.srcs[0].shape) // max(numel(item.reduce.shape), 1) if item.reduce is not None else 1
@@ -229,7 +231,9 @@ def packed_terms(item: ScheduleItem, renderer: Renderer, stored: set[int]) -> li
     """[the reduced axis] where a reduce kernel's terms compute nested sums (attention's backward: each
     pair's score and dp, sums over the head, then an exp), each a scalar its upcast lanes share: the loop
     takes PACK_TERMS terms a pass (UNROLL), and the vectorizer computes those scalars for the 16 terms as
-    one vector (vectorize.pack_terms). [] elsewhere."""
+    one vector (vectorize.pack_terms). Its lanes are a whole row of outputs (`row_lanes`: the head's
+    dims), which share those scalars: a matmul's tile of 8 rows by 32 recomputed them for every
+    32 dims (nanochat's head of 64: twice). [] elsewhere."""
     r = item.reduce
     if item.online is not None or not renderer.vector_width or len(r.arg) != 1:
         return []
@@ -262,6 +266,17 @@ def cache_block(passes: int, pass_bytes: int, most: int) -> int | None:
 
 
 ONLINE_LANES = (64, 32, 16, 8, 4, 2)  # outputs of one softmax row a pass of an online softmax computes
+
+
+def row_lanes(item: ScheduleItem) -> dict[int, int]:
+    """The last output axis of a kernel whose terms are packed (packed_terms), up to 64 lanes: a row of
+    outputs a pass."""
+    shape = item.root.shape
+    for d in reversed(range(len(shape))):
+        if fixed(shape[d]) and shape[d] > 1:
+            lanes = next((u for u in ONLINE_LANES if shape[d] % u == 0), None)
+            return {d: lanes} if lanes else {}
+    return {}
 
 
 def online_lanes(item: ScheduleItem) -> dict[int, int]:
