@@ -28,6 +28,17 @@ first (one vector load a row), and each store's vector is built from one lane of
 GEPs), which the C compiler turns into shuffles, a transpose in registers. One Zen 5 core, 2M
 floats written as 8-row panels: 1.1 ms with scalar stores, 0.43 with these (a plain copy: 0.31).
 
+A kernel whose reduce loop is unrolled (UNROLL) has a third kind of vector: across its terms
+(`pack_terms`). Attention's backward (and FlashAttention's forward, lower.Lowerer.softmax_block) takes
+16 keys a pass, and each key's term is one scalar, computed from a score and an exp, that every lane
+of the row broadcasts. Those 16 scalars are one computation key by key, so they are matched as the
+lanes of one vector, as above, with a few more leaves: the keys' scores (nested sums, each already a
+vector of partial sums) are added across (`sums_across`: 16 vectors into one vector of their 16 sums,
+in the order each sum had), int64 loads and their comparisons (the causal mask from arange's buffer)
+are vectors and masks too, and POW2 (exp's 2^n) has a vector formula in the renderer. The 16 exps are
+then one vector exp, with the same bits lane by lane as the scalar code had. On one Xeon core,
+nanoGPT's attention backward fell from 6.6 to 1.5 ms so (benchmarks/results/stage3_online_softmax.md).
+
 A vector UOp has `lanes` > 1: its value is that many entries of its dtype side by side.
 """
 

@@ -23,14 +23,17 @@ differentiated op by op), the rule does not apply and the unfused kernels run. U
 attention is recorded as one op instead, whose rule recomputes them from the log-sum-exp
 (autograd.attention_grads: FlashAttention's backward).
 
-Each term takes one exp: where x_j raises the max, its own factor is e^0 = 1 and the rescale is
-e^(m_old - x_j); otherwise the rescale is 1 and the factor e^(x_j - m_old). Either way it is
-e^-|x_j - m_old| (codegen/lower.Lowerer.softmax_term).
+Key by key, each term takes one exp: where x_j raises the max, its own factor is e^0 = 1 and the
+rescale is e^(m_old - x_j); otherwise the rescale is 1 and the factor e^(x_j - m_old). Either way it is
+e^-|x_j - m_old| (codegen/lower.Lowerer.softmax_term). On the CPU the loop takes 16 keys a pass
+instead (Lowerer.softmax_block, heuristics.online_block): their max, the row's new max, one rescale for
+the block and 16 terms e^(x_j - m), which the vectorizer computes as one vector (vectorize.pack_terms).
+Under a causal mask the loop stops at the query's own key (codegen/ranges.py).
 
-The rule is off unless ONLINE=1 (settings.py). On the CPU it is slower than the kernels it replaces
-(benchmarks/results/stage3_online_softmax.md): the fused loop computes one exp at a time, a key
-after a key, where the unfused kernels compute 16 at a time in a vector. The speed needs a block
-of keys a pass, their max, exps and rescale taken together; that is not built.
+The rule is off unless ONLINE=1 (settings.py). With the blocks, the forward on the CPU is about as fast
+as the kernels it replaces at nanoGPT's and nanochat's sizes, and so is a training step with
+FlashAttention's backward (benchmarks/results/stage3_online_softmax.md); the key-by-key loop had been
+3-4x slower.
 
 The rescale e^(m_old - m_new) relies on e^(a + b) = e^a e^b. That holds for exp and for nothing the
 scheduler can check by itself, so it relies on exp's label rather than on the formula's shape.
