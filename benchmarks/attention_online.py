@@ -10,6 +10,9 @@ work is its own process too. The measurements (`--one WHAT`):
 - attention_grad: the attention's forward and backward (dq, dk, dv from a given output gradient), under
   TinyJit: with ONLINE=1, FlashAttention (one kernel forward, two at most backward: autograd.attention_grads);
 - step: nanoGPT's whole training step (benchmarks/test_train.py's steppers), jitted.
+
+`--heads B,H,T,D` times the attention alone (attention, attention_grad) at other sizes: where the (T, T)
+probabilities the unfused kernels store leave the cache (T = 1024: 4 MiB a head of them).
 """
 
 from __future__ import annotations
@@ -112,17 +115,17 @@ def one(what: str, library: str, threads: int) -> str:
     return f"{median_ms(call, runs=50):.3f} ms"
 
 
-def table(threads: int) -> None:
+def table(threads: int, heads: str | None) -> None:
     print(f"CPU: {cpu_name()}; {threads} thread(s); each cell its own process, "
-          "the rule off and on (ONLINE=1) in turn, twice")
+          f"the rule off and on (ONLINE=1) in turn, twice{f'; heads {heads}' if heads else ''}")
     print("| what | torch eager | stage3, unfused | stage3, online |")
     print("| --- | ---: | ---: | ---: |")
-    for what in WHAT:
+    for what in WHAT if heads is None else ("attention", "attention_grad"):
         cells = {}
         for library, flag in ([("torch", "0")] if what != "decode" else []) + [("stage3", "0"), ("stage3", "1")] * 2:
             out = subprocess.run([sys.executable, "-m", "benchmarks.attention_online", "--one", what, "--library",
-                                  library, "--threads", str(threads)], capture_output=True, text=True, check=True,
-                                 env={**os.environ, "ONLINE": flag})
+                                  library, "--threads", str(threads), *(["--heads", heads] if heads else [])],
+                                 capture_output=True, text=True, check=True, env={**os.environ, "ONLINE": flag})
             cells.setdefault((library, flag), []).append(out.stdout.strip())
         row = [", ".join(cells.get(key, ["-"])) for key in (("torch", "0"), ("stage3", "0"), ("stage3", "1"))]
         print(f"| {what} | {' | '.join(row)} |", flush=True)
@@ -133,11 +136,17 @@ def main() -> None:
     parser.add_argument("--one", choices=WHAT)
     parser.add_argument("--library", choices=("torch", "stage3"), default="stage3")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--heads", help="B,H,T,D: the attention alone at these sizes (default: nanoGPT's)")
     args = parser.parse_args()
+    if args.heads:
+        global HEADS
+        HEADS = tuple(int(n) for n in args.heads.split(","))
+        if len(HEADS) != 4 or args.one not in (None, "attention", "attention_grad"):
+            parser.error("--heads takes B,H,T,D, for attention and attention_grad")
     if args.one:
         print(one(args.one, args.library, args.threads))
     else:
-        table(args.threads)
+        table(args.threads, args.heads)
 
 
 if __name__ == "__main__":
