@@ -678,7 +678,8 @@ def kernel_variables(uops: list[UOp]) -> tuple[Variable, ...]:
     """The user's Variables the kernel reads (its extra arguments), unbound, in name order."""
     found: dict[str, Variable] = {}
     for u in uops:
-        arg = u.arg[0] if u.op is UOps.LOAD else u.arg.extent if isinstance(u.arg, Loop) else u.arg
-        if isinstance(arg, Node):
-            found.update((v.name, Variable(v.name, v.min, v.max)) for v in vars(arg) if isinstance(v, Variable))
+        args = [u.arg[0]] if u.op is UOps.LOAD else [u.arg.start, u.arg.extent] if isinstance(u.arg, Loop) else [u.arg]
+        for arg in args:
+            if isinstance(arg, Node):
+                found.update((v.name, Variable(v.name, v.min, v.max)) for v in vars(arg) if isinstance(v, Variable))
     return tuple(found[n] for n in sorted(found))
