@@ -238,18 +238,24 @@ def packed_terms(item: ScheduleItem, renderer: Renderer, stored: set[int]) -> li
     if item.online is not None or not renderer.vector_width or len(r.arg) != 1:
         return []
     n = r.srcs[0].shape[r.arg[0]]
-    if not fixed(n) or n % PACK_TERMS:
-        return []
-    stack, seen = [r.srcs[0].base], set()
+    return [r.arg[0]] if fixed(n) and n % PACK_TERMS == 0 and nested_terms(item, stored) else []
+
+
+def nested_terms(item: ScheduleItem, stored: set[int]) -> bool:
+    """Does the kernel's reduction compute sums of its own in its terms (nested reductions: FlashAttention's
+    scores, dp and D, the only ones the scheduler nests: engine/schedule.nest_reductions, and the bases
+    autograd.attention_grads marks recomputed)?"""
+    r = item.reduce
+    stack, seen = [r.srcs[0].base] if r is not None else [], set()
     while stack:
         b = stack.pop()
         if id(b) in seen or b.buffer is not None or id(b) in stored or b.op is Ops.CONST:
             continue
         seen.add(id(b))
         if b.op in IR_REDUCE:
-            return [r.arg[0]]
+            return True
         stack.extend(s.base for s in b.srcs)
-    return []
+    return False
 
 
 PANEL_BYTES = 512 << 10  # a column block of B a matmul keeps in L2 (half of 1 MiB) while every row uses it

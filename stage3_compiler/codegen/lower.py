@@ -22,7 +22,7 @@ from ..graph.lazy import LazyBuffer, holds_iota, numel
 from ..graph.symbolic import Node, Num, Var, Variable, layout, render, vars
 from ..ops import IR_ELEMENTWISE, IR_REDUCE, Ops
 from ..threads import get_num_threads
-from .heuristics import heuristic_opts, selected_product
+from .heuristics import heuristic_opts, nested_terms, selected_product
 from .indexing import flat_index, unflatten
 from .item import ScheduleItem
 from .opts import Opt, apply_opts
@@ -569,7 +569,8 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
         uops = vectorize(uops, upcast, amounts[0], renderer.vector_width, L.shared, L.sums, amounts[1],
                          bool(plan.unroll))
     return Kernel(name, root.shape, uops, L.buffers, L.alu_count // upcast, reduce_shape, upcast,
-                  len(item.outputs), tuple(opts), plan.threads, kernel_variables(L.uops), item.online is not None)
+                  len(item.outputs), tuple(opts), plan.threads, kernel_variables(L.uops), item.online is not None,
+                  nested_terms(item, stored))
 
 
 SKIP_CONDITIONS = 16  # a tile's distinct conditions up to which a one-hot product tests them before a term

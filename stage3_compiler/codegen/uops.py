@@ -91,3 +91,4 @@ class Kernel:
     threads: int = 1  # THREAD: OpenMP threads, each running a slice of the outermost loop
     variables: tuple = ()  # the user's Variables it takes as arguments after the buffers, in name order
     online: bool = False  # its reduction folds a softmax in one pass (engine/online.py): one thread a row
+    nested: bool = False  # its terms compute sums of their own (heuristics.nested_terms: FlashAttention's kernels)
