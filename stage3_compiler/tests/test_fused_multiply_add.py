@@ -36,6 +36,20 @@ def test_any_other_product_feeding_a_sum_keeps_the_kernel_unfused():
         assert CONTRACT not in CPU.render(kernel), name
 
 
+def test_flash_attentions_kernel_fuses_and_the_unfused_softmax_does_not(monkeypatch):
+    # FlashAttention's forward computes each pair's score and exp in its loop, values no kernel stores or
+    # compares (Kernel.nested): its products and adds fuse, its exp's polynomial too. The unfused
+    # softmax's kernels compute the same exp, which must keep its bits from kernel to kernel.
+    q, k, v = rand(2, 2, 32, 16), rand(2, 2, 32, 16, seed=1), rand(2, 2, 32, 16, seed=2)
+    monkeypatch.setenv("ONLINE", "1")
+    fused = kernel_of(q.scaled_dot_product_attention(k, v, is_causal=True))
+    assert fused.nested and fused_multiply_adds(fused) and CONTRACT in CPU.render(fused)
+    monkeypatch.setenv("ONLINE", "0")
+    kernel = kernel_of(q.scaled_dot_product_attention(k, v, is_causal=True))
+    assert not kernel.nested  # (its last kernel, probabilities @ v, is a matmul: that one fuses)
+    assert not fused_multiply_adds(kernel_of((q @ k.transpose(-2, -1)).softmax(-1)))
+
+
 @pytest.mark.skipif(b"__FMA__" not in compiler.macros(), reason="the compiler targets a CPU without FMA")
 def test_a_matmul_rounds_once_a_step():
     # (1 + 2^-12)^2 = 1 + 2^-11 + 2^-24 rounds to 1 + 2^-11 as a float32 product; fused with the
