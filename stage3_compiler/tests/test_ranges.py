@@ -61,6 +61,18 @@ def whole_loop_bits(item, stored, monkeypatch) -> list[np.ndarray]:
     return outputs(kernel)
 
 
+def backward_item(seed: int):
+    """The one kernel of FlashAttention's backward (dq, dk and dv) for causal heads (1, 2, 64, 8)."""
+    q, k, v, g = (rand(seed + i, 1, 2, 64, 8) for i in range(4))
+    for t in (q, k, v):
+        t.requires_grad_()
+    out = q.scaled_dot_product_attention(k, v, is_causal=True)
+    out.realize(out._ctx.saved["lse"])
+    with Tensor.no_grad():
+        grads = attention_grads(g, out, q, k, v, **out._ctx.saved)
+    return last_item(*grads)
+
+
 @pytest.fixture
 def online(monkeypatch):
     monkeypatch.setenv("ONLINE", "1")  # FlashAttention (engine/online.py), off by default
@@ -83,14 +95,7 @@ def test_flash_attention_backward_runs_two_ranges(online, monkeypatch):
     # one kernel for dq, dk and dv (T == S): dq sums the keys up to its query, dk and dv the queries
     # from their key on, 16 a pass (heuristics.packed_terms: the passes that hold any of them); the two
     # loops fold the same bits as one whole loop
-    q, k, v, g = rand(4, 1, 2, 64, 8), rand(5, 1, 2, 64, 8), rand(6, 1, 2, 64, 8), rand(7, 1, 2, 64, 8)
-    for t in (q, k, v):
-        t.requires_grad_()
-    out = q.scaled_dot_product_attention(k, v, is_causal=True)
-    out.realize(out._ctx.saved["lse"])
-    with Tensor.no_grad():
-        grads = attention_grads(g, out, q, k, v, **out._ctx.saved)
-    item, stored = last_item(*grads)
+    item, stored = backward_item(4)
     kernel = lower(item, stored, CPU)
     loops = reduce_loops(kernel)
     assert len(loops) == 2
@@ -135,14 +140,7 @@ def test_a_mask_read_from_memory_keeps_the_whole_loop():
 def test_the_backward_packs_16_keys_exps_into_one_vector_with_the_same_bits(online, monkeypatch):
     # heuristics.packed_terms unrolls the loop by 16; vectorize.pack_terms then computes the 16 terms' ds
     # (their scores and dp's summed across, their exps) as vectors, lane by lane the scalar code's ops
-    q, k, v, g = rand(11, 1, 2, 64, 8), rand(12, 1, 2, 64, 8), rand(13, 1, 2, 64, 8), rand(14, 1, 2, 64, 8)
-    for t in (q, k, v):
-        t.requires_grad_()
-    out = q.scaled_dot_product_attention(k, v, is_causal=True)
-    out.realize(out._ctx.saved["lse"])
-    with Tensor.no_grad():
-        grads = attention_grads(g, out, q, k, v, **out._ctx.saved)
-    item, stored = last_item(*grads)
+    item, stored = backward_item(11)
     kernel = lower(item, stored, CPU)
     exps = [u for u in kernel.uops if u.op is UOps.ALU and u.arg is Ops.POW2]
     assert exps and all(u.lanes == 16 for u in exps)
