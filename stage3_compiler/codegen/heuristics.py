@@ -180,9 +180,9 @@ def heuristic_opts(item: ScheduleItem, renderer: Renderer, threads: int,
         lanes = transpose_axes(item, stored or set()) or \
             (across_axes(item, stored or set()) if renderer.vector_width else {})
         opts = [Opt(OptOps.UPCAST, axis, u) for axis, u in lanes.items()]
-    elif packed_terms(item, renderer, stored or set()):  # each pass: a whole row of outputs, 16 terms
+    elif packed := packed_terms(item, renderer, stored or set()):  # each pass: a whole row of outputs, 16 terms
         opts = [*(Opt(OptOps.UPCAST, axis, u) for axis, u in row_lanes(item).items()),
-                *(Opt(OptOps.UNROLL, axis, PACK_TERMS) for axis in packed_terms(item, renderer, stored or set()))]
+                *(Opt(OptOps.UNROLL, axis, PACK_TERMS) for axis in packed)]
     else:
         opts = [Opt(OptOps.UPCAST, axis, u) for axis, u in upcast_axes(item, renderer, stored).items()]
     plan = apply_opts(item, opts, renderer)
