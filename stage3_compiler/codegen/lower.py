@@ -121,8 +121,8 @@ class Lowerer:
             value = self.load(base, flat, self.both(self.gate, gate))
         else:
             value = self.gated(gate, lambda: self.base(base, unflatten(flat, base.shape)))
-        if valid is None:
-            return value
+        if valid is None or (gate is not None and self.loads(base)):
+            return value  # (a gated load is already 0 where the view is not valid)
         zero = self.const(False if v.dtype is dtypes.bool else 0, v.dtype)
         return self.cached(("where", cond.name, value.name), lambda: self.alu(Ops.WHERE, v.dtype, cond, value, zero))
 

@@ -117,8 +117,11 @@ class Vectorizer:
             index, bound = first.arg
             if first.dtype not in VECTOR_DTYPES and not (self.packing and first.dtype is dtypes.int64):
                 return None  # (a bool vector is a comparison's mask, not bytes: see `mask`)
-            if bound is not None or len(first.srcs) > 1 or \
-                    any(u.srcs[0] is not first.srcs[0] or u.arg[1] is not None or len(u.srcs) > 1 for u in us):
+            # a gated load (a padded view's piece, read only where it is valid) joins when every lane
+            # has the one scalar gate: the vector is read whole or not at all
+            gate = first.srcs[1:]
+            if bound is not None or any(g.lanes != 1 for g in gate) or \
+                    any(u.srcs[0] is not first.srcs[0] or u.arg[1] is not None or u.srcs[1:] != gate for u in us):
                 return None
             if any((u.arg[0] - index) != Num(k) for k, u in enumerate(us)):
                 return None  # not side by side: a gather, left to the scalar code

@@ -449,8 +449,11 @@ class CRenderer(Renderer):
     def render_load(self, src: Source, u: UOp) -> None:
         src.names[id(u)] = u.name
         if u.lanes > 1:  # consecutive entries, at any alignment: memcpy is how C says an unaligned vector load
-            src.add(f"{self.ctype(u.dtype, u.lanes)} {u.name}; __builtin_memcpy(&{u.name}, "
-                    f"{src.names[id(u.srcs[0])]} + {self.load_index(u)}, sizeof({u.name}));")
+            load = f"__builtin_memcpy(&{u.name}, {src.names[id(u.srcs[0])]} + {self.load_index(u)}, sizeof({u.name}));"
+            if len(u.srcs) > 1:  # gated by one scalar for every lane: all of it or zeros
+                src.add(f"{self.ctype(u.dtype, u.lanes)} {u.name} = {{0}}; if ({src.names[id(u.srcs[1])]}) {load}")
+            else:
+                src.add(f"{self.ctype(u.dtype, u.lanes)} {u.name}; {load}")
             return
         value = f"{src.names[id(u.srcs[0])]}[{self.load_index(u)}]"
         if len(u.srcs) > 1:  # gated: read only where the gate holds (a masked load, where the loop vectorizes)

@@ -35,6 +35,7 @@ from .symbolic import (
     Sum,
     Var,
     ands,
+    bounds_under,
     concrete,
     evaluate,
     layout,
@@ -42,9 +43,11 @@ from .symbolic import (
     lt,
     smax,
     smin,
+    substitute,
     sum_nodes,
     variables,
 )
+from .symbolic import vars as symbolic_vars
 
 Shape = tuple[int, ...]
 Mask = tuple[tuple[int, int], ...]
@@ -379,20 +382,25 @@ class ShapeTracker:
     def expr_idxs(self, idxs: list[Node] | None = None, where_valid: bool = False) -> tuple[Node, Node | None]:
         """The buffer index and the validity condition (None when always valid) at one index per
         dim of shape (by default the variables i0, i1, ...). With `where_valid`, an index that is
-        right only where the view is valid: each loop index is narrowed to the top view's mask before
-        the views below compute with it, so their divisions and remainders can fold (one part of a
-        concatenation reads its source at a plain offset); elsewhere it is some other number, which
-        the reader must clamp into the buffer before it loads."""
+        right only where the view is valid: each loop index is narrowed to the range the validity
+        allows it (any view's mask) before the views compute with it, so their divisions and
+        remainders can fold (one part of a concatenation reads its source at a plain offset, also
+        through a packed copy's view above it); elsewhere it is some other number, so the reader
+        reads only where the view is valid (a gated load)."""
         idxs = index_vars(self.shape) if idxs is None else list(idxs)
         if len(idxs) != len(self.shape):
             raise ValueError(f"expr_idxs: got {len(idxs)} indices for shape {self.shape}")
+        idx, valid = self._expr(idxs)
+        if where_valid and valid != Num(1) and (narrow := narrowed(idxs, valid)) != idxs:
+            idx, _ = self._expr(narrow)
+        return idx, None if valid == Num(1) else valid
+
+    def _expr(self, idxs: list[Node]) -> tuple[Node, Node]:
         idx, valid = self.views[-1].expr(idxs)
-        if where_valid and self.views[-1].mask is not None:
-            idx, _ = self.views[-1].expr(narrowed(idxs, self.views[-1].mask))
         for view in reversed(self.views[:-1]):
             idx, v = view.expr(_unflatten(idx, view.shape))
             valid = ands([valid, v])
-        return idx, None if valid == Num(1) else valid
+        return idx, valid
 
     def expr_node(self, idx: Node) -> tuple[Node, Node | None]:
         """The same as expr_idxs, from one flat (row-major) index over shape."""
@@ -415,15 +423,18 @@ class ShapeTracker:
         return self
 
 
-def narrowed(idxs: list[Node], mask: Mask) -> list[Node]:
-    """Each loop index (a plain Var) with its range cut to the mask's (lo, hi) on its dim, where they
-    overlap; any other index as it is."""
-    out = []
-    for i, (lo, hi) in zip(idxs, mask, strict=True):
-        if type(i) is Var and isinstance(lo, int) and isinstance(hi, int) and max(i.min, lo) <= min(i.max, hi - 1):
-            i = Var(i.name, max(i.min, lo), min(i.max, hi - 1))
-        out.append(i)
-    return out
+def narrowed(idxs: list[Node], valid: Node) -> list[Node]:
+    """The indices with each loop index in them (a Var, not a user's Variable) cut to the range that
+    valid allows it; unchanged where nothing is cut, or where nothing is valid."""
+    loop_vars = {v for i in idxs for v in symbolic_vars(i) if type(v) is Var}
+    cut = {}
+    for v in loop_vars:
+        lo, hi = bounds_under(valid, v)
+        if lo > hi:
+            return idxs
+        if (lo, hi) != (v.min, v.max):
+            cut[v.name] = Var(v.name, lo, hi)
+    return [substitute(i, cut) for i in idxs] if cut else idxs
 
 
 def _int_or_node(x) -> int | Node:

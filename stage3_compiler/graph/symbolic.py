@@ -375,12 +375,15 @@ def floordiv(a: Node, k: int) -> Node:
 
 def _split_by(terms: list[tuple[Node, int]], const: int, k: int) -> tuple[int, Node, Node] | None:
     """(g, y, r) with a = g*y + r, g dividing k and 0 <= r < g, for the largest such g found:
-    y gathers the terms whose coefficients g divides; a common factor of everything is one case."""
+    y gathers the terms whose coefficients g divides; a common factor of everything is one case.
+    r takes the constant's share that brings its least value into [0, g): (2x + i - 4)//128 with
+    i in [4, 5] is x//64 (r = i - 4), as a narrowed index (shapetracker.narrowed) leaves it."""
     common = math.gcd(k, const, *(c for _, c in terms))
     for g in sorted(({math.gcd(k, c) for _, c in terms} | {common}) - {1, k}, reverse=True):
-        r = _build([(b, c) for b, c in terms if c % g], const % g)
-        if 0 <= r.min and r.max < g:
-            return g, _build([(b, c) for b, c in terms if c % g == 0], const - const % g, g), r
+        rest = _build([(b, c) for b, c in terms if c % g], 0)
+        shift = -rest.min + (const + rest.min) % g  # = const (mod g), and rest.min + shift in [0, g)
+        if rest.max + shift < g:
+            return g, _build([(b, c) for b, c in terms if c % g == 0], const - shift, g), sum_nodes([rest, shift])
     return None
 
 
@@ -446,6 +449,45 @@ def ands(nodes: Iterable[Node]) -> Node:
     if not out:
         return Num(1)
     return out[0] if len(out) == 1 else And(tuple(out))
+
+
+def substitute(node: Node, values: Mapping[str, Node]) -> Node:
+    """node with each loop index named in values replaced by its node (a Var of a narrower range),
+    rebuilt through the operators so that it simplifies again with the new bounds."""
+    if type(node) is Var:
+        return values.get(node.name, node)
+    if isinstance(node, (Num, Var)):
+        return node
+    if isinstance(node, Sum):
+        return sum_nodes(substitute(t, values) for t in node.terms)
+    if isinstance(node, Mul):
+        return mul(substitute(node.a, values), node.k)
+    if isinstance(node, Div):
+        return floordiv(substitute(node.a, values), node.k)
+    if isinstance(node, Mod):
+        return mod(substitute(node.a, values), node.k)
+    if isinstance(node, Lt):
+        return lt(substitute(node.a, values), substitute(node.b, values))
+    return ands(substitute(t, values) for t in node.terms)
+
+
+def bounds_under(cond: Node, var: Var) -> tuple[int, int]:
+    """The range of a loop index wherever the condition holds, as far as its linear conjuncts say:
+    from `c*x + rest < 0` (each `a < b` moved to one side), c*x <= -rest.min - 1 bounds x."""
+    lo, hi = var.min, var.max
+    for t in cond.terms if isinstance(cond, And) else (cond,):
+        if not isinstance(t, Lt):
+            continue
+        terms, const = _terms(sum_nodes([t.a, mul(t.b, -1)]))
+        c = next((k for base, k in terms if base == var), 0)
+        if c == 0:
+            continue
+        most = -(_build([(b, k) for b, k in terms if b != var], const).min) - 1  # c*x <= most
+        if c > 0:
+            hi = min(hi, most // c)
+        else:
+            lo = max(lo, -(-most // c))
+    return lo, hi
 
 
 # ---- using nodes: evaluate, vars, render ----
