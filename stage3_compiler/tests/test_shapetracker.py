@@ -218,3 +218,20 @@ def test_a_part_of_a_concatenation_reads_at_a_plain_offset_where_valid():
     for i0, i1, i2 in [(0, 0, 128), (3, 17, 200), (11, 63, 255)]:
         env = {"i0": i0, "i1": i1, "i2": i2}
         assert evaluate(valid, env) and evaluate(narrow, env) == evaluate(wide, env)
+
+
+def test_an_upcast_index_into_a_concatenation_reads_its_part_at_a_plain_offset_where_valid():
+    # the same middle third, copied into a matmul's panels of 8 columns (rows of 384 as 48 panels,
+    # panel-major), with the panel axis upcast by 8: lane 3 reads panel 8g + 3, not a plain loop index.
+    # The validity (16 <= 8g + 3 < 32) narrows g itself to [2, 3], so the divisions fold all the same
+    t = ShapeTracker.from_shape((12, 4, 64, 32)).permute((0, 2, 1, 3)).reshape((12, 64, 128))
+    t = t.pad(((0, 0), (0, 0), (128, 128))).reshape((768, 48, 8)).permute((1, 0, 2))
+    g, i1, i2 = Var("g", 0, 5), Var("i1", 0, 767), Var("i2", 0, 7)
+    idxs = [g * 8 + 3, i1, i2]
+    wide, valid = t.expr_idxs(idxs)
+    narrow, _ = t.expr_idxs(idxs, where_valid=True)
+    assert "/128" in render(wide) and "g/2" in render(wide)
+    assert render(narrow) == "(i1/64)*8192+(i1%64)*32+g*4096+i2-8168"  # b, t, h = 2g - 4, d = 24 + i2
+    for gv, v1, v2 in [(2, 0, 0), (3, 100, 5), (3, 767, 7)]:
+        env = {"g": gv, "i1": v1, "i2": v2}
+        assert evaluate(valid, env) and evaluate(narrow, env) == evaluate(wide, env)

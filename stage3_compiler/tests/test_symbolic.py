@@ -12,7 +12,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ..graph.symbolic import And, Div, Lt, Mod, Mul, Num, Sum, Var, ands, evaluate, render, vars
+from ..graph.symbolic import (
+    And,
+    Div,
+    Lt,
+    Mod,
+    Mul,
+    Num,
+    Sum,
+    Var,
+    ands,
+    bounds_under,
+    evaluate,
+    render,
+    substitute,
+    vars,
+)
 
 x = Var("x", 0, 100)
 y = Var("y", 0, 3)
@@ -53,6 +68,27 @@ def test_modulo_rules():
     assert (x * 6) % 4 == (x * 3 % 2) * 2
     assert (x * 3 + Var("r", 0, 2)) % 6 == (x % 2) * 3 + Var("r", 0, 2)
     assert x % 1 == Num(0) and isinstance(x % 5, Mod)
+
+
+def test_a_remainder_takes_the_share_of_the_constant_that_keeps_it_in_range():
+    # (2x + i - 4) with i in [4, 5]: the remainder is i - 4 in [0, 2), so the division drops it
+    i = Var("i", 4, 5)
+    assert (x * 2 + i - 4) // 128 == x // 64
+    assert (x * 2 + i - 4) % 128 == (x % 64) * 2 + i - 4
+    for xv, iv in itertools.product(range(0, 300, 7), (4, 5)):
+        env = {"x": xv, "i": iv}
+        assert evaluate((x * 2 + i - 4) // 128, env) == (2 * xv + iv - 4) // 128
+
+
+def test_a_condition_bounds_the_loop_indices_it_names():
+    g, u = Var("g", 0, 47), Var("u", 0, 7)
+    valid = ands([Num(255).lt(g * 8 + u)])  # 255 < 8g + u: g >= 32 whatever u is
+    assert bounds_under(valid, g) == (32, 47) and bounds_under(valid, u) == (0, 7)
+    valid = ands([Num(1).lt(g), g.lt(4)])
+    assert bounds_under(valid, g) == (2, 3)
+    assert bounds_under(ands([(g * -2).lt(-9)]), g) == (5, 47)  # -2g < -9: g > 4.5
+    narrow = substitute((g * 64 + x * 128 - 128) // 8192, {"g": Var("g", 2, 3)})
+    assert narrow == x // 64, narrow
 
 
 def test_division_and_modulo_of_a_range_within_one_quotient():

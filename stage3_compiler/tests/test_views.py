@@ -75,3 +75,20 @@ def test_a_pad_of_a_padded_computed_view_reads_as_numpy():
     t = (inner * 3).pad(((2, 1), (3, 0))).contiguous()
     want = np.pad(np.pad(x + 1, ((1, 2), (0, 2))) * 3, ((2, 1), (3, 0)))
     np.testing.assert_array_equal(t.numpy(), want)
+
+
+def test_a_packed_copy_of_a_concatenation_reads_each_part_as_gated_vectors():
+    # the backward of q, k, v = qkv.split(C, -1) on heads-permuted gradients, copied into a matmul's
+    # panels of 8 columns: each part is read where it is valid only, 8 entries a load, no clamp
+    B, H, T, D = 2, 4, 64, 32
+    rng = np.random.default_rng(0)
+    parts = [rng.standard_normal((B, H, T, D)).astype(np.float32) for _ in range(3)]
+    pieces = [Tensor(p).permute(0, 2, 1, 3).reshape(B, T, H * D) for p in parts]
+    C = H * D
+    cat = sum(piece.pad(((0, 0), (0, 0), (k * C, (2 - k) * C))) for k, piece in enumerate(pieces))
+    packed = cat.reshape(B * T, 3 * C // 8, 8).permute(1, 0, 2).contiguous()
+    loads = [u for u in _gated_loads(packed)]
+    assert loads and all(u.lanes == 8 and u.arg[1] is None and "/" not in render(u.arg[0]).replace("gidx1/64", "")
+                         for u in loads), [render(u.arg[0]) for u in loads]
+    want = np.concatenate([p.transpose(0, 2, 1, 3).reshape(B, T, C) for p in parts], -1)
+    np.testing.assert_array_equal(packed.numpy(), want.reshape(B * T, 3 * C // 8, 8).transpose(1, 0, 2))
