@@ -50,11 +50,14 @@ Why these formulas:
   Clenshaw's recurrence four.
   exp(-z^2) is exp(-zh^2) * exp(-(z - zh)(z + zh)) with zh = z on a coarse grid so that zh^2 is
   exact: z^2 rounded once would cost about z^2 / 2 ulp (40 at float32's underflow). The first
-  factor is 2^n e^r by Cody-Waite, the second's argument t is small (under 0.14), so e^r e^t is one
-  exp2 of (r + t) log2 e (the sum rounds by half an ulp of 1): two exp2 in all, not three. On one
+  factor is 2^n e^r by Cody-Waite, the second's argument t is small (under 0.14), so e^r e^t is
+  one exp2 of (r + t) log2 e (the sum rounds by half an ulp of 1): two exp2 in all, not three. On one
   Zen 5 core, 393k float32s (nanoGPT's CPU config), gelu's kernel went from 0.66 to 0.58 ms and its
   derivative's from 0.68 to 0.59 ms; their worst errors went from 3.1 to 2.9 eps (float32) and from
-  3.4 to 3.0 (float64).
+  3.4 to 3.0 (float64). Then that exp2 became a polynomial in r + t, which lies in (-0.14, 0.83):
+  EXP2 reduced its argument again and checked its range. The worst errors stayed the same to 0.01
+  eps; on one Xeon core the kernels went from 0.76 to 0.62 ms (gelu) and from 0.84 to 0.65 ms
+  (its derivative's, with the gradient's product).
 - gelu and its derivative take Phi(-|x|) = erfc(|x| / sqrt 2) / 2 from erfc for all x: Phi(-|x|)
   <= 1/2, so Phi(|x|) = 1 - Phi(-|x|) does not cancel, and erf's Taylor branch near 0 (which 1 - erfc
   would cancel in erf itself) bought gelu nothing but a second formula computed beside the first in
@@ -141,6 +144,19 @@ _EXP_POLYNOMIAL = {
     ],
 }
 
+# e^u for the small u of erfc's second factor (_erfc_parts: u = r + t, r in [0, ln2) and |t| < 0.14 in
+# float32, 4e-5 in float64): a polynomial, with no range reduction to do. float32's interpolates e^u at
+# the 8 Chebyshev points of [-0.14, 0.83] (off by at most 0.008 eps there); float64's t is so small that
+# exp's own polynomial serves (off by at most 0.08 eps on [-5e-5, ln2 + 5e-5]). Recomputed in
+# tests/test_transcendental.py.
+_EXP_NEAR = {
+    "float32": [
+        0.9999999991901173, 0.9999999989989934, 0.5000002242810234, 0.1666661071792257, 0.041659116973914556,
+        0.008377463228866934, 0.0012966191009814293, 0.0002819926739470821,
+    ],
+    "float64": _EXP_POLYNOMIAL["float64"],
+}
+
 # erf(x) = x * sum_n a_n x^(2n), a_n = 2/sqrt(pi) (-1)^n / (n! (2n + 1)): the Taylor series. For
 # |x| < 0.5 the first dropped term is below 1e-9 (7 terms) and 1e-19 (13 terms) of the sum.
 _ERF_TAYLOR = [TWO_OVER_SQRT_PI * (-1) ** n / (math.factorial(n) * (2 * n + 1)) for n in range(13)]
@@ -203,6 +219,7 @@ class _Format:
     erf_terms: int
     erfcx_powers: list[float]  # (z + 3) erfcx(z) in powers of s = (z - 3) / (z + 3)
     tanh_terms: int
+    exp_near: list[float]  # e^u for erfc's small u, in powers of u (_EXP_NEAR)
 
     @property
     def round_magic(self) -> float:  # t + this - this rounds t to an integer, |t| < 2^(p-2)
@@ -215,10 +232,11 @@ class _Format:
 
 _FORMATS = {
     "float32": _Format(24, *_ln2_split(12), exp_limit=200.0, erfc_limit=12.0, grid=7,
-                       erf_terms=7, erfcx_powers=_chebyshev_powers(_ERFCX_CHEBYSHEV[:12]), tanh_terms=9),
+                       erf_terms=7, erfcx_powers=_chebyshev_powers(_ERFCX_CHEBYSHEV[:12]), tanh_terms=9,
+                       exp_near=_EXP_NEAR["float32"]),
     "float64": _Format(53, *_ln2_split(32), exp_limit=1000.0, erfc_limit=28.0, grid=20,
                        erf_terms=13, erfcx_powers=_chebyshev_powers(_ERFCX_CHEBYSHEV[:25]),
-                       tanh_terms=18),
+                       tanh_terms=18, exp_near=_EXP_NEAR["float64"]),
 }
 
 
@@ -266,15 +284,16 @@ def _erfc_parts(z: FloatTensor, v: FloatTensor, scale: float, f: _Format) -> tup
     where cx = erfcx(z) and e * 2^n = exp(-z^2).
 
     z^2 is never rounded: v = vh + (v - vh) with vh on a grid, so exp(-scale vh^2) = 2^n e^r has an
-    exact argument and an exact r (Cody-Waite), and t = -scale (v - vh)(v + vh) is small (under 0.14).
-    e = e^(r + t) is one exp2: r + t in (-0.14, 0.7) rounds by at most half an ulp of 1, a third of
-    an ulp of e. 2^n is the factor that underflows: multiplied last, it rounds into the denormals once."""
+    exact argument and an exact r (Cody-Waite), and t = -scale (v - vh)(v + vh) is small (|t| under
+    0.14). e = e^(r + t) is a polynomial (f.exp_near): r + t in (-0.14, 0.83) rounds by at most half an
+    ulp of 1, a third of an ulp of e. 2^n is the factor that underflows: multiplied last, it rounds into
+    the denormals once. v is at most erfc's limit, so vh^2 needs no clamp before its reduction."""
     vh = (v + f.grid_magic) + -f.grid_magic
     rest = (v + -vh) * (v + vh)
     r = (z + _ERFCX_SHIFT).reciprocal()
     s = (z + -_ERFCX_SHIFT) * r
-    n, reduced = _exp_reduce(vh * vh * -scale, f)
-    e = ((reduced + rest * -scale) * LOG2E).exp2()
+    n, reduced = _cody_waite(vh * vh * -scale, f)
+    e = _horner(reduced + rest * -scale, f.exp_near)
     return _horner(s, f.erfcx_powers) * r, e, n
 
 
@@ -303,7 +322,11 @@ def _exp_reduce(x: FloatTensor, f: _Format) -> tuple[FloatTensor, FloatTensor]:
     """e^x = 2^n * e^r with n an integer and r in [0, ln2) exact (Cody-Waite), so that a caller can
     fold a small exponent into r, multiply e^r by other factors first and scale by 2^n last,
     rounding into the denormals once."""
-    x = _clamp(x, f.exp_limit)
+    return _cody_waite(_clamp(x, f.exp_limit), f)
+
+
+def _cody_waite(x: FloatTensor, f: _Format) -> tuple[FloatTensor, FloatTensor]:
+    """_exp_reduce for an x the caller knows within +-f.exp_limit (or NaN): no clamp."""
     n = _floor(x * LOG2E, f)  # so 2^n stays finite wherever e^x does
     return n, (x + -(n * f.ln2_hi)) + -(n * f.ln2_lo)  # the first product exact
 
