@@ -13,14 +13,20 @@ work is its own process too. The measurements (`--one WHAT`):
 
 `--heads B,H,T,D` times the attention alone (attention, attention_grad) at other sizes: where the (T, T)
 probabilities the unfused kernels store leave the cache (T = 1024: 4 MiB a head of them).
+
+`--paired` times nanoGPT's step both ways in one process: two jitted steps, one scheduled with the rule
+off and one with it on, called in turn (off-on, then on-off, ...) 60 times each, so that a noisy host
+slows both alike (separate processes minutes apart differed by 15% on the same tree); medians.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
+import time
 
 import numpy as np
 
@@ -115,6 +121,32 @@ def one(what: str, library: str, threads: int) -> str:
     return f"{median_ms(call, runs=50):.3f} ms"
 
 
+def paired(threads: int, runs: int = 60) -> None:
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    import benchmarks.test_train as B
+    from stage3_compiler.threads import set_num_threads
+
+    set_num_threads(threads)
+    _, weights = B.stage2_stepper()
+    steps = {}
+    for flag in ("0", "1"):  # the rule is read when a step is scheduled: at its eager call and its capture
+        os.environ["ONLINE"] = flag
+        steps[flag] = B.stage3_stepper(weights)
+        for _ in range(5):
+            steps[flag]()
+    times: dict[str, list[float]] = {"0": [], "1": []}
+    for r in range(runs):
+        for flag in ("0", "1") if r % 2 == 0 else ("1", "0"):
+            start = time.perf_counter()
+            steps[flag]()
+            times[flag].append(time.perf_counter() - start)
+    print(f"CPU: {cpu_name()}; {threads} thread(s); nanoGPT's step, both in one process, in turn, {runs} each")
+    for flag, name in (("0", "unfused"), ("1", "ONLINE=1")):
+        ts = sorted(times[flag])
+        print(f"{name}: median {statistics.median(ts) * 1e3:.2f} ms "
+              f"(quartiles {ts[runs // 4] * 1e3:.2f}-{ts[3 * runs // 4] * 1e3:.2f})")
+
+
 def table(threads: int, heads: str | None) -> None:
     print(f"CPU: {cpu_name()}; {threads} thread(s); each cell its own process, "
           f"the rule off and on (ONLINE=1) in turn, twice{f'; heads {heads}' if heads else ''}")
@@ -137,7 +169,10 @@ def main() -> None:
     parser.add_argument("--library", choices=("torch", "stage3"), default="stage3")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--heads", help="B,H,T,D: the attention alone at these sizes (default: nanoGPT's)")
+    parser.add_argument("--paired", action="store_true", help="the step with the rule off and on, in one process")
     args = parser.parse_args()
+    if args.paired:
+        return paired(args.threads)
     if args.heads:
         global HEADS
         HEADS = tuple(int(n) for n in args.heads.split(","))
