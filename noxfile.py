@@ -49,13 +49,17 @@ def stage2(session: nox.Session) -> None:
 # building each new kernel), which the default `nox` cannot afford on two cores; `nox -s stage3_cuda`
 # runs all of it.
 STAGE3_CUDA_SUBSET = "float32 or test_promotion or test_error or test_bad_inputs or hypothesis"
+# FlashAttention (ONLINE=1, off by default): attention's gradients and the zoo's training trajectories
+# against torch with it on, on the CPU and the emulated cuda device
+STAGE3_ONLINE_SUBSET = "attention or trajectory or sdpa"
 
 
 @nox.session
 def stage3(session: nox.Session) -> None:
     """Install stage3, run its own tests and the conformance suite (forward, gradients, models) against it
     on the CPU, and a named part of the suite (STAGE3_CUDA_SUBSET) on the cuda device, whose generated
-    CUDA C runs here on the CPU emulator (common/cuda_emulation.py). Kernels compile on first use and are
+    CUDA C runs here on the CPU emulator (common/cuda_emulation.py), and attention's part with FlashAttention
+    on (STAGE3_ONLINE_SUBSET, ONLINE=1) on both. Kernels compile on first use and are
     cached under $SITP_CACHE: a first run compiles thousands of small kernels, a second finds them on disk."""
     install(session, "test", "torch")
     emulate = {"SITP_CUDA_BACKEND": "emulate"}
@@ -74,6 +78,8 @@ def stage3(session: nox.Session) -> None:
                     *session.posargs, env=emulate)
     session.run("pytest", "-q", *workers, "conformance", "--stage", "stage3_compiler", "--device", "CUDA",
                 "-k", STAGE3_CUDA_SUBSET, *session.posargs, env=emulate)
+    session.run("pytest", "-q", *workers, "conformance/test_models.py", "conformance/test_grad.py", "--stage",
+                "stage3_compiler", "-k", STAGE3_ONLINE_SUBSET, *session.posargs, env={**emulate, "ONLINE": "1"})
 
 
 @nox.session(default=False)
