@@ -303,6 +303,7 @@ def online_lanes(item: ScheduleItem) -> dict[int, int]:
 
 
 TRANSPOSE_LANES = 16  # rows of the output a transposing copy writes a pass: one cache line of float32 read
+TRANSPOSE_SHORT = 8  # or, where 16 does not divide the rows it writes, 8 (a packed panel's width)
 
 
 def transpose_axes(item: ScheduleItem, stored: set[int]) -> dict[int, int]:
@@ -330,8 +331,10 @@ def transpose_axes(item: ScheduleItem, stored: set[int]) -> dict[int, int]:
             # a pass, loaded as 16 vectors and stored as 16, transposed in registers (vectorize.py). One
             # Zen 5 core, a 1024 x 256 weight: 0.54 -> 0.12 ms; with 4 outputs (weights merged into one
             # kernel) 256 lanes of 4 copies ran slower than 16 (nanoGPT: 0.10 -> 0.15 ms)
-            block = shape[last] % TRANSPOSE_LANES == 0 and len(item.outputs) == 1
-            return {axis: TRANSPOSE_LANES, **({last: TRANSPOSE_LANES} if block else {})}
+            # (or a 16 x 8 block, into a matmul's panels 8 wide: 16 vectors of 8 stored)
+            second = next((u for u in (TRANSPOSE_LANES, TRANSPOSE_SHORT) if shape[last] % u == 0), None)
+            block = second is not None and len(item.outputs) == 1
+            return {axis: TRANSPOSE_LANES, **({last: second} if block else {})}
     return {}
 
 

@@ -10,7 +10,9 @@ import pytest
 from .. import Tensor
 from ..codegen import layouts
 from ..codegen.heuristics import across_axes, heuristic_opts, upcast_axes
+from ..codegen.lower import lower
 from ..codegen.opts import Opt, OptOps
+from ..codegen.uops import UOps
 from ..cpu.runtime import cpu_runtime
 from ..engine.schedule import create_schedule
 from ..ops import Ops
@@ -180,10 +182,21 @@ def test_a_transposing_copy_writes_sixteen_rows_a_pass():
     # loaded as 16 vectors and stored as 16, transposed in registers (codegen/vectorize.py)
     assert heuristic_opts(item, CPU, 1) == (Opt(OptOps.UPCAST, 0, 16), Opt(OptOps.UPCAST, 1, 16))
     np.testing.assert_array_equal(x.T.contiguous().numpy(), x.numpy().T)
-    y = rand(40, 64)  # 40 rows: 16 does not divide them, so 16 columns a pass and scalar stores
+    y = rand(40, 64)  # 40 rows: 16 does not divide them, 8 does: a 16 x 8 block, stored as 16 vectors of 8
     item, = create_schedule([y.T.contiguous().lazydata])
-    assert heuristic_opts(item, CPU, 1) == (Opt(OptOps.UPCAST, 0, 16),)
+    assert heuristic_opts(item, CPU, 1) == (Opt(OptOps.UPCAST, 0, 16), Opt(OptOps.UPCAST, 1, 8))
     np.testing.assert_array_equal(y.T.contiguous().numpy(), y.numpy().T)
+    z = rand(36, 64)  # 36 rows: neither divides them, so 16 columns a pass and scalar stores
+    item, = create_schedule([z.T.contiguous().lazydata])
+    assert heuristic_opts(item, CPU, 1) == (Opt(OptOps.UPCAST, 0, 16),)
+    np.testing.assert_array_equal(z.T.contiguous().numpy(), z.numpy().T)
+    # a matmul operand's panels 8 wide, (rows / 8, cols, 8) from a row-major (rows, cols): the same block
+    panels = y.reshape(5, 8, 64).permute(0, 2, 1).contiguous()
+    item, = create_schedule([panels.lazydata])
+    assert heuristic_opts(item, CPU, 1) == (Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.UPCAST, 2, 8))
+    kernel = lower(item, set(), CPU)
+    assert any(u.op is UOps.STORE and u.srcs[1].lanes == 8 for u in kernel.uops)  # the block's rows as vectors
+    np.testing.assert_array_equal(panels.numpy(), y.numpy().reshape(5, 8, 64).transpose(0, 2, 1))
     for computed in (x.T * 2.0, x + 1.0):  # a kernel that computes, or reads in its own order: no lanes
         assert heuristic_opts(create_schedule([computed.lazydata])[0], CPU, 1) == ()
 
