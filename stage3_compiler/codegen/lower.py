@@ -67,6 +67,7 @@ class Lowerer:
         self.shared: set[int] = set()  # ACCs that are no lane's own: a nested reduction's, a softmax row's
         self.nests = 0  # nested reductions so far (their loop variables' names)
         self.sums: list[tuple[UOp, list[UOp]]] = []  # a nested sum written out: (its result, its terms)
+        self.folds: list[tuple[UOp, list[UOp], Ops]] = []  # a block's max and sum of exps: (result, leaves, op)
         # an online softmax (item.online): its rows' running max and sum, declared before the loop opens
         self.rows: dict[str, Row] = {}
         self.before_loop = 0  # where a row's accumulators go: before the reduction loop
@@ -325,6 +326,7 @@ class Lowerer:
         # b < a ? a : b is one instruction where a NaN-aware max took five (a third of the kernel's time)
         top = self.tree(Ops.MAX, dtype, xs, lambda a, b: self.alu(Ops.WHERE, dtype, self.alu(
             Ops.CMPLT, dtypes.bool, b, a), a, b))
+        self.folds.append((top, xs, Ops.MAX))  # (the vectorizer folds the 16 keys' vector: vectorize.fold_lanes)
         new = self.alu(Ops.MAX, dtype, row.max, top)
         ninf = self.const(float("-inf"), dtype)
 
@@ -333,8 +335,10 @@ class Lowerer:
             return self.exp_of(self.alu(Ops.WHERE, dtype, self.alu(Ops.CMPEQ, dtypes.bool, a, ninf), ninf, gap))
         rescale = shifted_exp(row.max)
         terms = [shifted_exp(x) for x in xs]
+        block_sum = self.tree(Ops.ADD, dtype, terms)
+        self.folds.append((block_sum, terms, Ops.ADD))
         self.emit(UOps.UPDATE, dtype, (row.total, rescale), Ops.REDUCE_MUL)
-        self.emit(UOps.UPDATE, dtype, (row.total, self.tree(Ops.ADD, dtype, terms)), Ops.REDUCE_ADD)
+        self.emit(UOps.UPDATE, dtype, (row.total, block_sum), Ops.REDUCE_ADD)
         self.emit(UOps.UPDATE, dtype, (row.max, top), Ops.REDUCE_MAX)
         for k, (at, term) in enumerate(zip(keys, terms, strict=True)):  # the rescale goes with the block's first
             self.cache[("softmax", tuple(render(i) for i in at))] = (term, rescale if k == 0 else None, row)
@@ -567,7 +571,7 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
     if renderer.vector_width and (ups or L.sums):  # lanes as vectors (vectorize.py), the first upcast axis's together
         amounts = [*ups.values(), 1, 1]
         uops = vectorize(uops, upcast, amounts[0], renderer.vector_width, L.shared, L.sums, amounts[1],
-                         bool(plan.unroll))
+                         bool(plan.unroll), L.folds)
     return Kernel(name, root.shape, uops, L.buffers, L.alu_count // upcast, reduce_shape, upcast,
                   len(item.outputs), tuple(opts), plan.threads, kernel_variables(L.uops), item.online is not None,
                   nested_terms(item, stored))

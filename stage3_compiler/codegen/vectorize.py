@@ -72,12 +72,14 @@ def lane_width(fastest: int, dtype, width: int) -> int:
 
 class Vectorizer:
     def __init__(self, uops: list[UOp], upcast: int, fastest: int, width: int, shared: set[int],
-                 sums: list[tuple[UOp, list[UOp]]], second: int = 1, unrolled: bool = False):
+                 sums: list[tuple[UOp, list[UOp]]], second: int = 1, unrolled: bool = False,
+                 folds: list[tuple[UOp, list[UOp], Ops]] | None = None):
         self.uops, self.upcast, self.fastest, self.width = uops, upcast, fastest, width  # width: float32 lanes
         self.second = second  # the lanes of the second upcast axis (transposed stores group along it)
         self.unrolled = unrolled  # the reduce loop takes several terms a pass (UNROLL): pack_terms may pack them
         self.shared = shared  # ACCs of no lane: a nested reduction's, an online softmax row's (lower.py)
         self.sums = sums  # nested sums written out as trees: (the result, its terms in order)
+        self.folds = folds or []  # pairwise trees over a pack's terms: (the result, its leaves in order, the op)
         self.renamed: dict[int, UOp] = {}  # a replaced scalar's id -> the scalar that now holds its value
         self.matched: dict[tuple, UOp | None] = {}  # lane UOps' ids -> their vector or mask (or None)
         self.vector_of: dict[int, tuple[UOp, int]] = {}  # a replaced scalar's id -> (its vector, lane)
@@ -192,6 +194,8 @@ class Vectorizer:
                 stores.setdefault(id(u.srcs[0]), []).append(u)
         if self.unrolled:
             self.pack_terms()
+            for root, leaves, op in self.folds:
+                self.fold_lanes(root, leaves, op)
         for found in stores.values():
             if len(found) == self.upcast:
                 done = [self.vectorize_store(group) for group in self.groups(found)]
@@ -298,6 +302,32 @@ class Vectorizer:
                     b.srcs = (self.new(UOps.GEP, b.dtype, (packed,), k),)
                     done.add(id(b))
 
+    def fold_lanes(self, root: UOp, leaves: list[UOp], op: Ops) -> None:
+        """A pairwise tree over the lanes of one packed vector (an online softmax's block of keys: their
+        max, the sum of their exps; lower.Lowerer.softmax_block) folded as vectors: the even lanes with
+        the odd ones, a vector half as wide a level, the scalar tree's pairs in its order (the same
+        bits). ADD adds; MAX is the tree's `b < a ? a : b`, a mask and a select lane by lane."""
+        if not leaves or any(id(u) not in self.vector_of for u in leaves):
+            return
+        vec = self.vector_of[id(leaves[0])][0]
+        n, dtype = vec.lanes, root.dtype
+        if n != len(leaves) or n & (n - 1) or n < 2 or \
+                any(self.vector_of[id(u)] != (vec, k) for k, u in enumerate(leaves)):
+            return
+
+        def fold(a: UOp, b: UOp, lanes: int) -> UOp:
+            if op is Ops.ADD:
+                return self.new(UOps.ALU, dtype, (a, b), Ops.ADD, lanes=lanes)
+            below = self.new(UOps.ALU, dtypes.bool, (b, a), Ops.CMPLT, lanes=lanes)
+            return self.new(UOps.ALU, dtype, (below, a, b), Ops.WHERE, lanes=lanes)
+        v = vec
+        while n > 2:
+            halves = [self.new(UOps.SHUFFLE, dtype, (v,), tuple(range(k, n, 2)), lanes=n // 2) for k in (0, 1)]
+            v, n = fold(*halves, n // 2), n // 2
+        folded = fold(*(self.new(UOps.GEP, dtype, (v,), k) for k in (0, 1)), 1)
+        self.replace_at[id(root)] = folded
+        self.renamed[id(root)] = folded
+
     def vectorize_store(self, stores: tuple[UOp, ...]) -> bool:
         if not side_by_side(stores):
             return False
@@ -400,11 +430,12 @@ def dead_code_removed(uops: list[UOp]) -> list[UOp]:
 
 
 def vectorize(uops: list[UOp], upcast: int, fastest: int, width: int, shared: set[int] | None = None,
-              sums: list[tuple[UOp, list[UOp]]] | None = None, second: int = 1, unrolled: bool = False) -> list[UOp]:
+              sums: list[tuple[UOp, list[UOp]]] | None = None, second: int = 1, unrolled: bool = False,
+              folds: list[tuple[UOp, list[UOp], Ops]] | None = None) -> list[UOp]:
     """The kernel's UOps with its lanes packed into vectors of `width` float32s (module docstring);
     `fastest`, `second`: the lanes of the first and second upcast axes; `shared`: the ids of ACCs no
     lane owns; `unrolled`: the reduce loop takes several terms a pass (pack_terms). The UOps as they
     were where lanes do not group (no upcast, a SPLIT's partials)."""
     if (upcast == 1 and not sums) or any(u.op is UOps.ACCS for u in uops):
         return uops
-    return Vectorizer(uops, upcast, fastest, width, shared or set(), sums or [], second, unrolled).run()
+    return Vectorizer(uops, upcast, fastest, width, shared or set(), sums or [], second, unrolled, folds).run()

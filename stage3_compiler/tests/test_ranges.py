@@ -150,3 +150,27 @@ def test_the_backward_packs_16_keys_exps_into_one_vector_with_the_same_bits(onli
     assert all(u.lanes == 1 for u in scalar.uops if u.op is UOps.ALU and u.arg is Ops.POW2)
     for ours, theirs in zip(outputs(kernel), outputs(scalar), strict=True):
         np.testing.assert_array_equal(ours, theirs)
+
+
+def test_the_forward_folds_a_blocks_max_and_sum_as_vectors_with_the_same_bits(online, monkeypatch):
+    # Lowerer.softmax_block takes 16 keys a pass; their max and the sum of their exps are pairwise trees
+    # over the packed vector's lanes, which vectorize.fold_lanes folds as vectors (the even lanes with
+    # the odd ones, half as wide a level): no scalar select is left but the last pair's, and the bits are
+    # the scalar trees'. Scores spread wide, so that rows' maxima move from block to block.
+    q, k, v = (rand(21, 1, 2, 64, 8) * 4).requires_grad_(), rand(22, 1, 2, 64, 8) * 4, rand(23, 1, 2, 64, 8)
+    out = q.scaled_dot_product_attention(k, v, is_causal=True)
+    item, stored = last_item(out, out._ctx.saved["lse"])
+    assert item.online is not None
+    kernel = lower(item, stored, CPU)
+    folded = [u for u in kernel.uops if u.op is UOps.SHUFFLE and u.srcs[0].lanes == 16]
+    assert len(folded) == 4  # the max's and the sum's first level, even and odd lanes
+    scalar_selects = [u for u in kernel.uops if u.op is UOps.ALU and u.arg is Ops.WHERE and u.lanes == 1
+                      and u.srcs[0].op is UOps.ALU and u.srcs[0].arg is Ops.CMPLT]
+    with monkeypatch.context() as m:
+        m.setattr(Vectorizer, "fold_lanes", lambda self, *args: None)
+        scalar = lower(item, stored, CPU)
+    trees = [u for u in scalar.uops if u.op is UOps.ALU and u.arg is Ops.WHERE and u.lanes == 1
+             and u.srcs[0].op is UOps.ALU and u.srcs[0].arg is Ops.CMPLT]
+    assert len(trees) == len(scalar_selects) + 14  # the 15 selects of the max's tree, 1 left folded
+    for ours, theirs in zip(outputs(kernel), outputs(scalar), strict=True):
+        np.testing.assert_array_equal(ours, theirs)
