@@ -36,7 +36,8 @@ lanes of one vector, as above, with a few more leaves: the keys' scores (nested 
 vector of partial sums) are added across (`sums_across`: 16 vectors into one vector of their 16 sums,
 in the order each sum had), int64 loads and their comparisons (the causal mask from arange's buffer)
 are vectors and masks too, and POW2 (exp's 2^n) has a vector formula in the renderer. The 16 exps are
-then one vector exp, with the same bits lane by lane as the scalar code had. On one Xeon core,
+then one vector exp, with the same bits lane by lane as the scalar code had. The forward's block max
+and sum of exps, pairwise trees over those lanes, are folded as vectors too (`fold_lanes`). On one Xeon core,
 nanoGPT's attention backward fell from 6.6 to 1.5 ms so (benchmarks/results/stage3_online_softmax.md).
 
 A vector UOp has `lanes` > 1: its value is that many entries of its dtype side by side.
