@@ -247,15 +247,22 @@ class Vectorizer:
         # ones, a vector half as wide, until two are left. One Xeon core, nanoGPT's attention forward and
         # backward under ONLINE=1 (six such sums a pair of positions): 15.0 ms with one lane out and one add
         # at a time, 12.8 ms so (benchmarks/results/stage3_online_softmax.md).
-        v, n = vectors[0], w
-        while n > 2:
-            halves = [self.new(UOps.SHUFFLE, total.dtype, (v,), tuple(range(k, n, 2)), lanes=n // 2) for k in (0, 1)]
-            v, n = self.new(UOps.ALU, total.dtype, tuple(halves), Ops.ADD, lanes=n // 2), n // 2
-        lanes = [self.new(UOps.GEP, total.dtype, (v,), k) for k in range(n)]
-        summed = self.new(UOps.ALU, total.dtype, tuple(lanes), Ops.ADD) if n == 2 else lanes[0]
+        summed = self.halving(vectors[0], lambda a, b, lanes: self.new(UOps.ALU, total.dtype, (a, b), Ops.ADD,
+                                                                        lanes=lanes))
         self.replace_at[id(total)] = summed
         self.renamed[id(total)] = summed
         self.sum_vectors[id(total)] = self.sum_vectors[id(summed)] = vectors[0]
+
+    def halving(self, v: UOp, fold) -> UOp:
+        """The lanes of v folded pairwise, (l0 . l1) . (l2 . l3)...: a level at a time, the even lanes with
+        the odd ones, a vector half as wide (`fold(a, b, lanes)` makes the op), until the last pair's
+        scalars. The scalar tree's pairs in its order: the same bits."""
+        n, dtype = v.lanes, v.dtype
+        while n > 2:
+            halves = [self.new(UOps.SHUFFLE, dtype, (v,), tuple(range(k, n, 2)), lanes=n // 2) for k in (0, 1)]
+            v, n = fold(*halves, n // 2), n // 2
+        lanes = [self.new(UOps.GEP, dtype, (v,), k) for k in range(n)]
+        return fold(*lanes, 1) if n == 2 else lanes[0]
 
     def sums_across(self, vectors: list[UOp]) -> UOp | None:
         """One vector whose lane k is the sum of the lanes of vectors[k] (m vectors of n lanes, m a multiple
@@ -310,8 +317,8 @@ class Vectorizer:
         bits). ADD adds; MAX is the tree's `b < a ? a : b`, a mask and a select lane by lane."""
         if not leaves or any(id(u) not in self.vector_of for u in leaves):
             return
-        vec = self.vector_of[id(leaves[0])][0]
-        n, dtype = vec.lanes, root.dtype
+        vec, dtype = self.vector_of[id(leaves[0])][0], root.dtype
+        n = vec.lanes
         if n != len(leaves) or n & (n - 1) or n < 2 or \
                 any(self.vector_of[id(u)] != (vec, k) for k, u in enumerate(leaves)):
             return
@@ -321,11 +328,7 @@ class Vectorizer:
                 return self.new(UOps.ALU, dtype, (a, b), Ops.ADD, lanes=lanes)
             below = self.new(UOps.ALU, dtypes.bool, (b, a), Ops.CMPLT, lanes=lanes)
             return self.new(UOps.ALU, dtype, (below, a, b), Ops.WHERE, lanes=lanes)
-        v = vec
-        while n > 2:
-            halves = [self.new(UOps.SHUFFLE, dtype, (v,), tuple(range(k, n, 2)), lanes=n // 2) for k in (0, 1)]
-            v, n = fold(*halves, n // 2), n // 2
-        folded = fold(*(self.new(UOps.GEP, dtype, (v,), k) for k in (0, 1)), 1)
+        folded = self.halving(vec, fold)
         self.replace_at[id(root)] = folded
         self.renamed[id(root)] = folded
 
