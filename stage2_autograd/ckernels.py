@@ -7,8 +7,9 @@ every macro the compiler predefines under those flags (``-march=native`` turns t
 ``__AVX2__``, ``__AVX512F__``, ... and its family into ``__znver3__``-style names; one ``cc -dM -E``
 run) and the CPU's model name (Linux's /proc/cpuinfo). Changing a source therefore rebuilds, and a
 cache shared between an AVX2 machine and an AVX-512 one never loads the other's build.
-``SITP_SANITIZE=address`` builds an AddressSanitizer copy (run Python with libasan preloaded);
-``CC`` picks the compiler as usual.
+``SITP_ISA=avx2`` (or ``avx512``, ``generic``) builds for a lower instruction set than the
+machine's (isa.py), so that one machine tests every path; ``SITP_SANITIZE=address`` builds an
+AddressSanitizer copy (run Python with libasan preloaded); ``CC`` picks the compiler as usual.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pathlib import Path
 
 import cffi
 
+from .isa import march_flags
 from .ops import c_enum
 
 CSRC = Path(__file__).with_name("csrc")
@@ -37,8 +39,7 @@ def _flags() -> list[str]:
     # -fno-math-errno lets libm calls vectorize; we never read errno. No -ffast-math: NaN and
     # signed zeros must behave as in numpy.
     flags = ["-O3", "-std=c11", "-fno-math-errno", "-Wall", "-Wno-unused-function"]
-    if _supports("-march=native"):
-        flags.append("-march=native")
+    flags += march_flags(_supports("-march=native"))  # SITP_ISA may ask for a lower instruction set
     if os.environ.get("SITP_SANITIZE") == "address":
         flags = ["-O1", "-g", "-std=c11", "-fsanitize=address", "-fno-omit-frame-pointer"]
     # The threaded GEMM rungs use OpenMP where the compiler has it, and run serially where not.

@@ -64,7 +64,7 @@ from .graph.lazy import LazyBuffer
 from .graph.shapetracker import is_symbolic
 from .graph.symbolic import Variable
 from .settings import where
-from .tensor import Tensor
+from .tensor import Tensor, live_tensors
 
 
 class TinyJit:
@@ -198,17 +198,16 @@ def own_symbolic_views(x):
 
 def find_holders(plan: Plan) -> list[tuple[int, list, str]]:
     """For each buffer of earlier state the plan reads, the tensors that hold it now (weakly), and
-    what it is: (slot, [ref], description). A one-time walk over the live objects, at the capture."""
+    what it is: (slot, [ref], description). A one-time look at every live tensor, at the capture."""
     slots = {id(plan.fixed[s]): s for s in plan.state_slots}
     holders: dict[int, list] = {s: [] for s in plan.state_slots}
     what: dict[int, str] = {}
-    for obj in gc.get_objects():
-        if isinstance(obj, Tensor) and "lazydata" in obj.__dict__:
-            base = obj.lazydata.base
-            slot = slots.get(id(base.buffer)) if base.buffer is not None else None
-            if slot is not None:
-                holders[slot].append(weakref.ref(obj))
-                what.setdefault(slot, f"a {base.dtype.name} tensor of shape {base.shape} made at {where(base)}")
+    for obj in list(live_tensors):
+        base = obj.lazydata.base
+        slot = slots.get(id(base.buffer)) if base.buffer is not None else None
+        if slot is not None:
+            holders[slot].append(weakref.ref(obj))
+            what.setdefault(slot, f"a {base.dtype.name} tensor of shape {base.shape} made at {where(base)}")
     return [(s, refs, what[s]) for s, refs in holders.items() if refs]
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import weakref
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -76,6 +77,11 @@ def _from_python(data, dtype: DType | None) -> np.ndarray:
     return arr.astype(dtype.np)
 
 
+# Every tensor alive, held weakly: TinyJit finds the tensors that hold the state its capture reads here
+# (jit.find_holders), without a walk over every object of the process.
+live_tensors: weakref.WeakSet[Tensor] = weakref.WeakSet()
+
+
 class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
              ConvolutionMixin, ScatterMixin, DivisionMixin, SamplingMixin, SortingMixin, SurfaceMixin, AutogradMixin):
     training: bool = False
@@ -113,6 +119,7 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
     def _setup(self, lazydata: LazyBuffer, requires_grad: bool | None = None) -> None:
         """Every field of a tensor, set in one place."""
         self.lazydata, self.requires_grad, self.grad = lazydata, requires_grad, None
+        live_tensors.add(self)
 
     # ---- what the graph node says ----
 

@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..codegen.program import CompileError
+from ..isa import march_flags
 from ..settings import cache_dir
 from ..threads import available
 
@@ -35,15 +36,29 @@ def compiler() -> str:
     return os.environ.get("CC") or (sysconfig.get_config_var("CC") or "cc").split()[0]
 
 
+def accepts(*flag: str) -> bool:
+    """Does the compiler take these flags?"""
+    return subprocess.run([compiler(), *flag, "-x", "c", "-c", "-o", os.devnull, "-"],
+                          input=b"int x;", capture_output=True).returncode == 0
+
+
+# Where a kernel lets gcc fuse a*b + c into one FMA (renderer.fused_multiply_adds), it must fuse every
+# such pair, whatever the CPU: gcc's tuning for AMD's Zen cores otherwise keeps the multiply and the
+# add apart where the add is a loop's accumulator in vectors of up to 256 bits (an FMA's latency is
+# longer than an add's), but not in wider vectors nor in unrolled scalar code. Then the same matmul
+# summed another way (one kernel vectorized by gcc's loop vectorizer, its tiled twin by hand) gave
+# other bits on AVX2 alone. Setting the limit to 0 makes gcc fuse them all.
+ALWAYS_FMA = ["--param", "avoid-fma-max-bits=0"]
+
+
 @functools.cache
 def flags() -> list[str]:
-    native = subprocess.run([compiler(), "-march=native", "-x", "c", "-c", "-o", os.devnull, "-"],
-                            input=b"int x;", capture_output=True).returncode == 0
+    native = accepts("-march=native")
     # -mprefer-vector-width=512: gcc tunes Intel's AVX-512 cores for vectors of 256 bits; its loop
-    # vectorizer then leaves half of every register unused (a GELU kernel: 2.5 -> 2.1 ns an element,
-    # one Xeon core). On a CPU without AVX-512 the flag changes nothing.
-    return FLAGS + (["-march=native", "-mprefer-vector-width=512"] if native else []) + openmp_flags() \
-        + sanitize_flags()
+    # vectorizer then leaves half of every register unused. On a CPU without AVX-512 the flag changes
+    # nothing. The instruction set is the machine's, or a lower one by SITP_ISA (isa.py).
+    return FLAGS + march_flags(native) + (["-mprefer-vector-width=512"] if native else []) \
+        + (ALWAYS_FMA if accepts(*ALWAYS_FMA) else []) + openmp_flags() + sanitize_flags()
 
 
 def openmp_flags() -> list[str]:

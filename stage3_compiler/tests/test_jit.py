@@ -1,6 +1,8 @@
 """TinyJit: a replayed step computes what the eager step computes, runs no scheduling, and refuses
 (JitError, naming the cause) every call or function a replay would get wrong."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -247,6 +249,17 @@ def test_a_closure_tensor_assigned_between_calls_is_read_fresh():
     assert f(x).item() == 6
     state["w"].assign(Tensor(np.full(3, 10, np.float32))).realize()
     assert f(x).item() == 30
+
+
+def test_a_capture_touches_no_object_of_another_library():
+    # torch.distributed.reduce_op warns when anything reads its attributes: a capture that looked through
+    # every object of the process for the tensors holding its state printed that warning
+    distributed = pytest.importorskip("torch.distributed")
+    held = distributed.reduce_op  # noqa: F841 (alive during the capture)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        f, x, state = closure_step()
+        assert f(x).item() == 3
 
 
 def test_a_bad_label_is_refused_by_a_replay():
