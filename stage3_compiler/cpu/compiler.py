@@ -3,7 +3,7 @@ which is loaded and whose function is called. Libraries are cached on disk (unde
 ``$SITP_CACHE/stage3``) by a hash of the source, the flags, the compiler and the CPU's features
 (`source_key`, `machine_key`), so a second run of the same model compiles nothing, and in memory
 by their source, so a kernel seen before in this process costs one dict lookup. The compiler's
-predefined macros also tell what the CPU has (`wide_vector_registers`), which the C renderer
+predefined macros also tell what the CPU has (`vector_registers`), which the C renderer
 turns into its capabilities.
 """
 
@@ -92,10 +92,16 @@ def machine_key() -> str:
 
 
 @functools.cache
-def wide_vector_registers() -> bool:
-    """Does the compiler target a CPU with 32 vector registers of 16 floats (AVX-512)? It sets the
-    size of a matmul's register tile (cpu/renderer.py's `tile`)."""
-    return b"__AVX512F__" in macros()
+def vector_registers() -> tuple[int, int]:
+    """The vector registers of the instruction set the compiler targets: (float32 lanes in one, how many).
+    AVX-512: 32 of 16 floats; AVX and AVX2: 16 of 8; SSE2 (x86-64's baseline) 16 of 4, NEON 32 of 4.
+    They size an upcast kernel's vectors and a matmul's register tile (cpu/renderer.py)."""
+    found = macros()
+    if b"__AVX512F__" in found:
+        return 16, 32
+    if b"__AVX__" in found:
+        return 8, 16
+    return 4, 32 if b"__aarch64__" in found else 16
 
 
 _programs: dict[tuple[str, str], ctypes._CFuncPtr] = {}

@@ -187,19 +187,19 @@ class CRenderer(Renderer):
     gcc_pragmas = True  # the pragmas of `pragmas` (a GPU renderer keeps only the kernel itself)
     # capabilities (codegen/renderer.py): the CPU's
     threads = loop_blocks = split_reductions = packed_operands = narrow_tiles = True
-    vector_width = 16  # an upcast kernel's lanes as vectors of 16 floats (codegen/vectorize.py): one AVX-512
-    # register, two of AVX2 (gcc splits the type)
+    vector_width = 16  # float32s in one vector register: an upcast kernel's lanes as vectors (codegen/vectorize.py)
 
-    def __init__(self, wide_vectors: bool = True):
-        # a matmul's register tile (rows, columns): 8 rows of 32 floats where the CPU has 32 vector
-        # registers (AVX-512: 16 accumulators, two of B's, A's broadcasts), 4 of 16 with AVX2's 16
-        # (cpu/compiler.wide_vector_registers). A step of K loads the tile's rows and columns / 16:
-        # 8 x 32 loads 10 values for 16 vector multiply-adds, 16 x 16 17, 8 x 16 9 for 8. One Zen 5
-        # core, n = 1024, 2048 and nanoGPT's 768 x 1536 x 384: 8 x 16 170-180 GFLOP/s, 16 x 16
-        # 199-212, 8 x 32 221-238 (4 x 64: 102-183).
-        self.tile = (8, 32) if wide_vectors else (4, 16)
+    def __init__(self, vector_width: int = 16, registers: int = 32):
+        # The CPU's vector registers (cpu/compiler.vector_registers): an upcast kernel's vectors are one
+        # register wide, since a C vector type wider than the CPU's registers is split by gcc into
+        # pieces it keeps in memory, between which every operation shuffles. A matmul's register tile
+        # is then two registers wide and as many rows as the registers allow: 8 rows (16 accumulators,
+        # two of B's, A's broadcasts) where there are 32, 4 rows where there are 16. A step of K loads
+        # the tile's rows and two registers of B for 2 x rows multiply-adds.
+        self.vector_width = vector_width
+        self.tile = (8 if registers >= 32 else 4, 2 * vector_width)
         # SPLIT's partials, one vector register of them (heuristics.split_axis: on rows long enough)
-        self.split_parts = 16 if wide_vectors else 8
+        self.split_parts = vector_width
 
     def ctype(self, dtype: DType, lanes: int = 1) -> str:
         """The C type of a value; of a vector of `lanes` of them, its typedef (`vector_types`). A vector

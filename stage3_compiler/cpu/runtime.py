@@ -11,7 +11,7 @@ import ctypes
 import functools
 
 from ..codegen.program import Program
-from .compiler import compile_c, compile_kernels, wide_vector_registers
+from .compiler import compile_c, compile_kernels, vector_registers
 from .renderer import CRenderer
 
 FIXED_SOURCE = r"""
@@ -41,7 +41,7 @@ class CPURuntime:
     @functools.cached_property
     def renderer(self) -> CRenderer:
         """The C renderer for this CPU (made on first use: probing the compiler starts a process)."""
-        return CRenderer(wide_vectors=wide_vector_registers())
+        return CRenderer(*vector_registers())
 
     def compile(self, source: str, name: str) -> ctypes._CFuncPtr:
         return compile_kernels([(source, name)])[0]

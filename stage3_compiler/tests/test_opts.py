@@ -42,18 +42,18 @@ def last_item(t: Tensor):
     return items[-1], stored
 
 
-def launch(kernel, out) -> None:
+def launch(kernel, out, renderer=CPU) -> None:
     """Compile the kernel on the CPU and run it into `out`, on the buffers it loads."""
-    source = CPU.render(kernel)
+    source = renderer.render(kernel)
     program = Program(kernel, source, cpu_runtime.compile(source, kernel.name), [])
     cpu_runtime.launch(program, [out] + [b.base.buffer for b in kernel.buffers[kernel.outputs:]])
 
 
-def run_with(item, stored, opts):
-    """The kernel's output with these options, as float32 bits."""
-    kernel = lower(item, stored, CPU, tuple(opts))
+def run_with(item, stored, opts, renderer=CPU):
+    """The kernel's output with these options (lowered and rendered for `renderer`), as float32 bits."""
+    kernel = lower(item, stored, renderer, tuple(opts))
     out = buffer_class("test", "CPU")(4 * int(np.prod(item.root.shape)))
-    launch(kernel, out)
+    launch(kernel, out, renderer)
     return out.to_numpy(0, int(np.prod(item.root.shape)), dtypes.float32).view(np.uint32).copy()
 
 
@@ -203,7 +203,8 @@ def test_a_one_hot_product_skips_the_terms_no_lane_selects(vocab, width):
     w[Tensor(idx)].backward(Tensor(g))
     grad = w.grad
     item, stored = last_item(grad)
-    source = CPU.render(lower(item, stored, CPU))
+    wide = CRenderer(16, 32)  # a tile of 8 x 32 at most (AVX-512's), whatever this CPU's is
+    source = wide.render(lower(item, stored, wide))
     cond = re.search(r"if \((\w+)\) \{", source).group(1)
     assert ("&" in re.search(rf"{cond} = \((.*)\);", source).group(1)) == (vocab == 4096)
     want = np.zeros((vocab, width), np.float32)
@@ -228,14 +229,14 @@ def test_heuristics_split_a_row_reduction_read_along_memory():
     for t in (x.max(axis=-1), (x - 1).exp().sum(axis=-1), (x * x).mean(axis=-1)):
         item, _ = last_item(t)
         assert heuristic_opts(item, CPU, 1) == (Opt(OptOps.SPLIT, 2, parts),)
-        assert heuristic_opts(item, CRenderer(wide_vectors=False), 1) == (Opt(OptOps.SPLIT, 2, 8),)
+        assert heuristic_opts(item, CRenderer(8, 16), 1) == (Opt(OptOps.SPLIT, 2, 8),)
         assert all(o.op is not OptOps.SPLIT for o in heuristic_opts(item, CUDA, 1))  # CPU vectors only
     # q @ k.T with 8 queries and 8 keys (too few for a transposed copy): dot products along memory
     products = rand(12, 8, 1, 128, seed=2) * rand(12, 1, 8, 128, seed=1)
     dots, _ = last_item(products.sum(axis=-1))
     assert heuristic_opts(dots, CPU, 1) == (Opt(OptOps.SPLIT, 3, parts),)
     rows24, _ = last_item(rand(12, 24).sum(axis=-1))  # 24 terms: 8 partials, whatever the vector
-    assert heuristic_opts(rows24, CRenderer(wide_vectors=True), 1) == (Opt(OptOps.SPLIT, 1, 8),)
+    assert heuristic_opts(rows24, CRenderer(16, 32), 1) == (Opt(OptOps.SPLIT, 1, 8),)
     across, _ = last_item(x.permute(0, 2, 1).max(axis=-1))  # the summed axis is 128 floats apart in memory
     columns, _ = last_item(x.sum(axis=1))  # a realized tensor summed along an outer axis
     for item in (across, columns):

@@ -1,7 +1,10 @@
 """Vectorizing an upcast kernel's lanes (codegen/vectorize.py): which lanes become vectors, and that a
-vectorized kernel computes the same bits as its lanes computed one by one."""
+vectorized kernel computes the same bits as its lanes computed one by one. The kernels are lowered and
+rendered for AVX-512's registers (32 of 16 floats) whatever this CPU has, so every machine checks that
+path (gcc splits a vector wider than the CPU's registers); a matmul tile is checked at every width."""
 
 import numpy as np
+import pytest
 
 from .. import Tensor
 from ..codegen.heuristics import heuristic_opts
@@ -10,7 +13,14 @@ from ..codegen.opts import Opt, OptOps
 from ..codegen.uops import UOps
 from ..codegen.vectorize import dead_code_removed, vectorize
 from ..cpu import renderer
-from .test_opts import CPU, last_item, rand, run_with
+from .test_opts import last_item, rand
+from .test_opts import run_with as run_on
+
+CPU = renderer.CRenderer(16, 32)  # AVX-512's registers: 16 float32 lanes a vector
+
+
+def run_with(item, stored, opts):
+    return run_on(item, stored, opts, CPU)
 
 
 def vectors(kernel) -> dict[UOps, set[int]]:
@@ -31,15 +41,20 @@ def scalar_bits(item, stored, opts):
         CPU.vector_width = width
 
 
-def test_a_matmul_tile_is_one_vector_accumulator_a_row():
+@pytest.mark.parametrize("width,registers", [(16, 32), (8, 16), (4, 16)], ids=["avx512", "avx2", "sse2"])
+def test_a_matmul_tile_is_one_vector_accumulator_a_row_per_register(width, registers):
+    target = renderer.CRenderer(width, registers)
     item, stored = last_item(rand(64, 64) @ rand(64, 64, seed=1))
-    opts = [Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.UPCAST, 0, 4)]
-    kernel = lower(item, stored, CPU, tuple(opts))
+    opts = heuristic_opts(item, target, 1)
+    assert opts[:2] == (Opt(OptOps.UPCAST, 1, 2 * width), Opt(OptOps.UPCAST, 0, 8 if registers == 32 else 4))
+    kernel = lower(item, stored, target, tuple(opts))
     found = vectors(kernel)
-    assert found[UOps.ACC] == {16} and found[UOps.LOAD] == {16} and found[UOps.STORE] == {16}
-    assert found[UOps.VEC] == {16}  # the row operand, one value for the 16 columns
-    assert sum(u.op is UOps.ACC for u in kernel.uops) == 4  # 4 rows of 16, not 64 scalars
-    assert np.array_equal(run_with(item, stored, opts), scalar_bits(item, stored, opts))
+    assert found[UOps.ACC] == {width} and found[UOps.LOAD] == {width} and found[UOps.STORE] == {width}
+    assert found[UOps.VEC] == {width}  # the row operand, one value for the row's columns
+    assert sum(u.op is UOps.ACC for u in kernel.uops) == target.tile[0] * 2  # two registers a row
+    plain = renderer.CRenderer(width, registers)
+    plain.vector_width = 0
+    assert np.array_equal(run_on(item, stored, opts, target), run_on(item, stored, opts, plain))
 
 
 def test_a_one_row_tile_of_64_columns_is_four_vectors():
