@@ -82,7 +82,8 @@ def main() -> None:
         return
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
     print(f"CPU: {cpu}; SITP_ISA={os.environ.get('SITP_ISA', 'native')}; median of {args.calls} calls a process")
-    print("\n| n | threads | rung | rung GFLOP/s | stage3 GFLOP/s | stage3 / rung |\n| ---: | ---: | --- | ---: | ---: | ---: |")
+    print("\n| n | threads | rung | rung GFLOP/s | stage3 GFLOP/s | stage3 / rung |")
+    print("| ---: | ---: | --- | ---: | ---: | ---: |")
     for n in (int(s) for s in args.sizes.split(",")):
         for threads in (int(t) for t in args.threads.split(",")):
             rungs, mine, rung = [], [], "?"
