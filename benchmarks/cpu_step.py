@@ -30,8 +30,16 @@ def median_ms(step, warmup: int = 5, runs: int = 30) -> float:
     return statistics.median(times) * 1e3
 
 
+# SITP_ISA lowers our kernels' instruction set (stage1_ndarray/isa.py); these lower torch's to match, so
+# that an AVX-512 machine compares the AVX2 (or SSE) paths of both
+TORCH_ISA = {"avx2": {"ATEN_CPU_CAPABILITY": "avx2", "DNNL_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+             "generic": {"ATEN_CPU_CAPABILITY": "default", "DNNL_MAX_CPU_ISA": "SSE41",
+                         "MKL_ENABLE_INSTRUCTIONS": "SSE4_2"}}
+
+
 def one(library: str, threads: int) -> float:
     os.environ["OMP_NUM_THREADS"] = str(threads)  # before any library starts its pool
+    os.environ.update(TORCH_ISA.get(os.environ.get("SITP_ISA", ""), {}))
     import torch
 
     import benchmarks.test_train as B
@@ -56,7 +64,8 @@ def cpu_name() -> str:
 
 
 def table() -> None:
-    print(f"CPU: {cpu_name()}, {os.cpu_count()} cores; each cell its own process, median of 30 steps (ms)")
+    print(f"CPU: {cpu_name()}, {os.cpu_count()} cores, SITP_ISA={os.environ.get('SITP_ISA') or 'native'}; "
+          "each cell its own process, median of 30 steps (ms)")
     print("| threads | torch eager | stage2 | stage3 jitted | stage3 / torch | stage3 / stage2 |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: |")
     for threads in (2, 1):

@@ -62,6 +62,12 @@ def runnable(isa: ISA) -> bool:
     return platform.machine() in ("x86_64", "AMD64") and CPU_FLAGS[isa] <= cpu_flags()
 
 
+def lower_than_native() -> list[ISA]:
+    """The instruction sets below this CPU's own that it can run: the ones `nox` tests besides it (AVX2
+    below AVX-512; the baseline below anything)."""
+    return [*([ISA.AVX2] if runnable(ISA.AVX512) else []), ISA.GENERIC]
+
+
 def march_flags(native_works: bool) -> list[str]:
     """The compiler flags of the requested instruction set. `native_works`: does the compiler take
     -march=native (a compiler for another architecture may not)."""
