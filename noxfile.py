@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import nox
 
@@ -14,6 +16,22 @@ nox.options.default_venv_backend = "venv"
 
 def install(session: nox.Session, *extras: str) -> None:
     session.install("-e", f".[{','.join(extras)}]" if extras else ".")
+
+
+def lower_isas() -> list[str]:
+    """The instruction sets below this CPU's own that it runs (stage1_ndarray/isa.py, loaded as a file:
+    nox's own environment holds nothing of the project). The sessions run their instruction-set-bound
+    tests once more under each (SITP_ISA), so every machine tests the AVX2 and plain paths too."""
+    spec = importlib.util.spec_from_file_location("sitp_isa", Path(__file__).parent / "stage1_ndarray" / "isa.py")
+    isa = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(isa)
+    return [choice.value for choice in isa.lower_than_native()]
+
+
+# Under python -O asserts vanish: a stage that did work inside one gives wrong answers or lets bad input
+# through. Every op's forward in one dtype and the error contract catch that in seconds; the whole suite
+# again under -O doubled a stage session's test time for no more coverage of the stage's lines.
+OPTIMIZED_SLICE = ["conformance/test_forward.py", "conformance/test_errors.py", "-k", "float32 or test_errors"]
 
 
 @nox.session
@@ -30,6 +48,9 @@ def stage1(session: nox.Session) -> None:
     session.run("pytest", "-q", "stage1_ndarray/tests", "conformance", "--stage", "stage1_ndarray",
                 *session.posargs)
     optimized(session, "stage1_ndarray")
+    for isa in lower_isas():  # the GEMM ladder's AVX2 and plain-C paths, and the gcc-vectorized kernels
+        session.run("pytest", "-q", "stage1_ndarray/tests/test_gemm_variants.py", "conformance/test_forward.py",
+                    "--stage", "stage1_ndarray", "-k", "float32 or test_gemm", *session.posargs, env={"SITP_ISA": isa})
 
 
 @nox.session
@@ -52,6 +73,11 @@ STAGE3_CUDA_SUBSET = "float32 or test_promotion or test_error or test_bad_inputs
 # FlashAttention (ONLINE=1, off by default): attention's gradients and the zoo's training trajectories
 # against torch with it on, on the CPU and the emulated cuda device
 STAGE3_ONLINE_SUBSET = "attention or trajectory or sdpa"
+# What the instruction set changes (the vector width, the matmul tile, gcc's code for them), run again under
+# each lower one the machine runs: kernel options and vectorizing, and every op's forward in float32
+STAGE3_ISA_TESTS = ["stage3_compiler/tests/test_opts.py", "stage3_compiler/tests/test_vectorize.py",
+                    "stage3_compiler/tests/test_fused_multiply_add.py", "conformance/test_forward.py"]
+STAGE3_ISA_SUBSET = "not test_forward or float32"
 
 
 @nox.session
@@ -80,6 +106,9 @@ def stage3(session: nox.Session) -> None:
                 "-k", STAGE3_CUDA_SUBSET, *session.posargs, env=emulate)
     session.run("pytest", "-q", *workers, "conformance/test_models.py", "conformance/test_grad.py", "--stage",
                 "stage3_compiler", "-k", STAGE3_ONLINE_SUBSET, *session.posargs, env={**emulate, "ONLINE": "1"})
+    for isa in lower_isas():  # the generated C for AVX2's and SSE2's vector registers (cpu/compiler.py)
+        session.run("pytest", "-q", *workers, *STAGE3_ISA_TESTS, "--stage", "stage3_compiler", "--device", "CPU",
+                    "-k", STAGE3_ISA_SUBSET, *session.posargs, env={"SITP_ISA": isa})
 
 
 @nox.session(default=False)
@@ -95,10 +124,10 @@ def stage3_cuda(session: nox.Session) -> None:
 
 
 def optimized(session: nox.Session, stage: str) -> None:
-    """The conformance suite once more under `python -O`, which drops asserts: a stage that did work
-    inside one would give wrong answers here (the suite's own checks raise without assert).
-    The CPU only: the emulated cuda half ran above and shares every Python line with it."""
-    session.run("pytest", "-q", "-p", "no:cacheprovider", "conformance", "--stage", stage, "--device", "CPU",
+    """A slice of the conformance suite once more under `python -O`, which drops asserts (OPTIMIZED_SLICE;
+    the suite's own checks raise without assert). The CPU only: the emulated cuda half ran above and
+    shares every Python line with it."""
+    session.run("pytest", "-q", "-p", "no:cacheprovider", *OPTIMIZED_SLICE, "--stage", stage, "--device", "CPU",
                 *session.posargs, env={"PYTHONOPTIMIZE": "1"})
 
 
@@ -206,12 +235,13 @@ def asan_stage3(session: nox.Session) -> None:
                 "--stage", "stage3_compiler", "--device", "CPU", *session.posargs, env=env)
 
 
-@nox.session(venv_backend="none")
+@nox.session
 def ptx(session: nox.Session) -> None:
     """Compile every CUDA source and every generated runtime kernel to PTX with nvcc (and assemble it)."""
     if shutil.which("nvcc") is None:
         session.skip("nvcc is not on PATH: the CUDA sources were not compiled")
-    session.run(sys.executable, "-m", "benchmarks.ptx_check", "--jobs", "2", *session.posargs, external=True)
+    install(session)  # stage3's CUDA renderer writes the generated kernels (it imports numpy)
+    session.run("python", "-m", "benchmarks.ptx_check", "--jobs", "2", *session.posargs)
 
 
 @nox.session(default=False)
