@@ -63,7 +63,8 @@ def matmul_tile(item: ScheduleItem, renderer: Renderer, stored: set[int] | None 
     per multiply-add. TN runs along the axis where b's values sit side by side in memory, so the C
     compiler packs them into one vector register and each accumulator row is a few vector
     registers: 8 x 32 (8 rows of two registers of 16 floats) where the CPU has 32 vector registers
-    (AVX-512), 4 x 16 where it has 16 (AVX2), 4 x 8 on a GPU (registers per thread: renderer.tile).
+    (AVX-512), 6 x 16 where it has 16 (AVX2; 4 x 16 where 6 does not divide the rows), 4 x 8 on a GPU
+    (registers per thread: renderer.tile).
     {} when it is not a matmul, or when neither operand is contiguous along an output axis (the
     scheduler copies a weight read transposed so that one is: layouts.copy_transposed). Measured on
     a Zen 4 core, 768 x 512 x 128: the old 4 x 8 tile 44 GFLOP/s, 8 x 16 101; a weight read along K
@@ -106,7 +107,8 @@ def matmul_tile(item: ScheduleItem, renderer: Renderer, stored: set[int] | None 
             # one row a pass: the tile's outputs all along the columns, a stream of rows x cols floats
             # of b a step. One Zen 5 core, 1 x 4096 x 1024: 8 columns a pass 2.0 ms, 16 0.62, 256 0.24.
             tile = {n_axis: lanes_of(sizes[n_axis], rows * cols)}
-        if tile[n_axis] < WHOLE_ROW_BELOW and fixed(sizes[n_axis]) and WHOLE_ROW_BELOW <= sizes[n_axis] <= rows * cols:
+        short = tile[n_axis] < min(WHOLE_ROW_BELOW, cols)  # (a tile of its own width is not short)
+        if short and fixed(sizes[n_axis]) and WHOLE_ROW_BELOW <= sizes[n_axis] <= rows * cols:
             # no power of two from 16 up divides the columns (a vocabulary of 78): a pass takes all of them,
             # one row. nanoGPT's logits, 768 x 78 x 128 on one Zen 5 core: 2 x 8 a pass 0.78 ms, 78 x 1 0.16.
             return {n_axis: sizes[n_axis]}
@@ -119,9 +121,12 @@ WHOLE_ROW_BELOW = 16  # a matmul's columns that a tile takes fewer of than this 
 
 
 def lanes_of(size: int | Node, most: int) -> int:
-    """The largest power of two up to `most` that divides a concrete size (1 for a symbolic one)."""
+    """`most` where it divides a concrete size, else the largest power of two below it that does (1 for a
+    symbolic size)."""
+    if fixed(size) and size % most == 0:
+        return most
     return next((u for u in (1 << p for p in reversed(range(most.bit_length())))
-                 if fixed(size) and size % u == 0), 1)
+                 if fixed(size) and size % u == 0 and u <= most), 1)
 
 
 def selected_product(b: LazyBuffer) -> bool:
