@@ -28,6 +28,14 @@ def lower_isas() -> list[str]:
     return [choice.value for choice in isa.lower_than_native()]
 
 
+# The long pytest runs use every core (pytest-xdist, at most 4 workers): most tests are small and bound by
+# Python, a stage3 test waits on its C compiler half the time, and two cores then run about twice the
+# tests. Several processes also keep each one's memory maps bounded: every distinct stage3 kernel is a
+# shared library loaded into the process (5 maps each), and one process running stage3's whole suite
+# loaded ~14000, past Linux's 65530 maps a process (vm.max_map_count): mmap failed, and a test then
+# hung starting a compile thread.
+WORKERS = ["-n", str(min(os.cpu_count() or 1, 4))]
+
 # Under python -O asserts vanish: a stage that did work inside one gives wrong answers or lets bad input
 # through. Every op's forward in one dtype and the error contract catch that in seconds; the whole suite
 # again under -O doubled a stage session's test time for no more coverage of the stage's lines.
@@ -45,7 +53,7 @@ def lint(session: nox.Session) -> None:
 def stage1(session: nox.Session) -> None:
     """Install stage1, run its own tests and the conformance suite against it."""
     install(session, "test")
-    session.run("pytest", "-q", "stage1_ndarray/tests", "conformance", "--stage", "stage1_ndarray",
+    session.run("pytest", "-q", *WORKERS, "stage1_ndarray/tests", "conformance", "--stage", "stage1_ndarray",
                 *session.posargs)
     optimized(session, "stage1_ndarray")
     for isa in lower_isas():  # the GEMM ladder's AVX2 and plain-C paths, and the gcc-vectorized kernels
@@ -59,17 +67,23 @@ def stage2(session: nox.Session) -> None:
     on the CPU and on the cuda device, whose generated kernels run here on the CPU emulator
     (common/cuda_emulation.py); `nox -s cuda` runs the cuda half on a real GPU."""
     install(session, "test", "torch")
-    session.run("pytest", "-q", "stage2_autograd/tests", "conformance", "--stage", "stage2_autograd",
+    session.run("pytest", "-q", *WORKERS, "stage2_autograd/tests", "conformance", "--stage", "stage2_autograd",
                 *session.posargs, env={"SITP_CUDA_BACKEND": "emulate"})
     optimized(session, "stage2_autograd")
 
 
-# The part of the conformance suite the default stage3 session runs on the emulated cuda device:
-# forward and gradients in the default float dtype, type promotion, the error contract and the view
-# properties. The whole suite there would add about as much as the CPU half again (most of it g++
-# building each new kernel), which the default `nox` cannot afford on two cores; `nox -s stage3_cuda`
-# runs all of it.
-STAGE3_CUDA_SUBSET = "float32 or test_promotion or test_error or test_bad_inputs or hypothesis"
+# The part of the conformance suite the default stage3 session runs on the emulated cuda device: every
+# op's forward in the default float dtype, type promotion, the error contract, the extremes and the view
+# properties, and the gradients whose backward is more than an elementwise formula (reductions, products,
+# gathers, windows, normalizations: the kernels the CUDA renderer's GROUP and LOCAL rewrite). An
+# elementwise op's gradient is one more elementwise kernel, the kind its forward already runs there. The
+# whole suite there would add about as much as the CPU half again (most of it g++ building each new
+# kernel), which the default `nox` cannot afford on two cores; `nox -s stage3_cuda` runs all of it.
+REDUCING_GRADS = ("sum or prod or min or max or mean or var or std or logsumexp or softmax or matmul or einsum or "
+                  "getitem or pad or conv or pool or cumsum or cross or norm or attention or gather or scatter or "
+                  "cat or stack or split")
+STAGE3_CUDA_SUBSET = (f"(float32 and not test_grad.py) or test_promotion or test_error or test_bad_inputs or "
+                      f"hypothesis or (test_grad.py and float32 and ({REDUCING_GRADS}))")
 # FlashAttention (ONLINE=1, off by default): attention's gradients and the zoo's training trajectories
 # against torch with it on, on the CPU and the emulated cuda device
 STAGE3_ONLINE_SUBSET = "attention or trajectory or sdpa"
@@ -89,25 +103,19 @@ def stage3(session: nox.Session) -> None:
     cached under $SITP_CACHE: a first run compiles thousands of small kernels, a second finds them on disk."""
     install(session, "test", "torch")
     emulate = {"SITP_CUDA_BACKEND": "emulate"}
-    # The conformance parts run on every core (pytest-xdist): a test waits on its compiler half the time,
-    # and on a fresh machine (an empty kernel cache) this session took 20 minutes on one core of two, 12
-    # on both (benchmarks/results/stage3_symbolic.md). Several processes also keep each one's memory
-    # maps bounded: every distinct kernel is a shared library loaded into the process (5 maps each), and
-    # one process running the whole suite loaded ~14000, past Linux's 65530 maps a process
-    # (vm.max_map_count): mmap failed, and a test then hung starting a compile thread.
-    workers = ["-n", str(min(os.cpu_count() or 1, 4))]
-    session.run("pytest", "-q", "stage3_compiler/tests", "conformance/test_errors.py", "conformance/test_extremes.py",
-                "--stage", "stage3_compiler", "--device", "CPU", *session.posargs, env=emulate)
+    session.run("pytest", "-q", *WORKERS, "stage3_compiler/tests", "conformance/test_errors.py",
+                "conformance/test_extremes.py", "--stage", "stage3_compiler", "--device", "CPU", *session.posargs,
+                env=emulate)
     for part in (["conformance/test_forward.py"],
                  ["conformance/test_grad.py", "conformance/test_models.py", "conformance/test_views_hypothesis.py"]):
-        session.run("pytest", "-q", *workers, *part, "--stage", "stage3_compiler", "--device", "CPU",
+        session.run("pytest", "-q", *WORKERS, *part, "--stage", "stage3_compiler", "--device", "CPU",
                     *session.posargs, env=emulate)
-    session.run("pytest", "-q", *workers, "conformance", "--stage", "stage3_compiler", "--device", "CUDA",
+    session.run("pytest", "-q", *WORKERS, "conformance", "--stage", "stage3_compiler", "--device", "CUDA",
                 "-k", STAGE3_CUDA_SUBSET, *session.posargs, env=emulate)
-    session.run("pytest", "-q", *workers, "conformance/test_models.py", "conformance/test_grad.py", "--stage",
+    session.run("pytest", "-q", *WORKERS, "conformance/test_models.py", "conformance/test_grad.py", "--stage",
                 "stage3_compiler", "-k", STAGE3_ONLINE_SUBSET, *session.posargs, env={**emulate, "ONLINE": "1"})
     for isa in lower_isas():  # the generated C for AVX2's and SSE2's vector registers (cpu/compiler.py)
-        session.run("pytest", "-q", *workers, *STAGE3_ISA_TESTS, "--stage", "stage3_compiler", "--device", "CPU",
+        session.run("pytest", "-q", *WORKERS, *STAGE3_ISA_TESTS, "--stage", "stage3_compiler", "--device", "CPU",
                     "-k", STAGE3_ISA_SUBSET, *session.posargs, env={"SITP_ISA": isa})
 
 
@@ -115,11 +123,7 @@ def stage3(session: nox.Session) -> None:
 def stage3_cuda(session: nox.Session) -> None:
     """stage3's whole conformance suite on its cuda device, run by the CPU emulator (`nox -s cuda`: on a GPU)."""
     install(session, "test", "torch")
-    # On pytest-xdist workers, as stage3's conformance parts: in one process the suite's ~14000 kernel
-    # libraries pass Linux's 65530 memory maps (5 each) and the tests after that fail, then one crashes
-    # (seen 2026-11-27: 442 failures from test_grad's 94% on, then a segfault).
-    workers = ["-n", str(min(os.cpu_count() or 1, 4))]
-    session.run("pytest", "-q", *workers, "stage3_compiler/tests/test_cuda.py", "conformance", "--stage",
+    session.run("pytest", "-q", *WORKERS, "stage3_compiler/tests/test_cuda.py", "conformance", "--stage",
                 "stage3_compiler", "--device", "CUDA", *session.posargs, env={"SITP_CUDA_BACKEND": "emulate"})
 
 
@@ -145,7 +149,7 @@ def models(session: nox.Session) -> None:
     install(session, "test", "data", "torch", "dist", "serve")
     session.run("python", "-m", "common.data.fetch")
     install_chromium(session)
-    session.run("pytest", "-q", "common/tests", *session.posargs)
+    session.run("pytest", "-q", *WORKERS, "common/tests", *session.posargs)
 
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
@@ -213,7 +217,7 @@ def asan(session: nox.Session) -> None:
     env = asan_env(session)
     install(session, "test")
     session.run("python", "-c", "import stage1_ndarray", env=env)
-    session.run("pytest", "-q", "-p", "no:cacheprovider", "conformance", "stage1_ndarray/tests",
+    session.run("pytest", "-q", *WORKERS, "-p", "no:cacheprovider", "conformance", "stage1_ndarray/tests",
                 "--stage", "stage1_ndarray", *session.posargs, env=env)
     # stage3's generated kernels, built with -fsanitize=address (runtime.sanitize_flags keys their cache).
     # The views suite is the one that reads through padded and flipped views: it caught an

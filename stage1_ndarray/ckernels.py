@@ -39,9 +39,9 @@ def _flags() -> list[str]:
     # -fno-math-errno lets libm calls vectorize; we never read errno. No -ffast-math: NaN and
     # signed zeros must behave as in numpy.
     flags = ["-O3", "-std=c11", "-fno-math-errno", "-Wall", "-Wno-unused-function"]
-    flags += march_flags(_supports("-march=native"))  # SITP_ISA may ask for a lower instruction set
     if os.environ.get("SITP_SANITIZE") == "address":
         flags = ["-O1", "-g", "-std=c11", "-fsanitize=address", "-fno-omit-frame-pointer"]
+    flags += march_flags(_supports("-march=native"))  # SITP_ISA may ask for a lower instruction set
     # The threaded GEMM rungs use OpenMP where the compiler has it, and run serially where not.
     if _links_openmp():
         flags.append("-fopenmp")
