@@ -15,7 +15,9 @@ nox.options.default_venv_backend = "venv"
 
 
 def install(session: nox.Session, *extras: str) -> None:
-    session.install("-e", f".[{','.join(extras)}]" if extras else ".")
+    # --no-compile: no bytecode for every module of every package (torch's thousands) up front; Python
+    # writes it for the modules the tests import, as they import them
+    session.install("--no-compile", "-e", f".[{','.join(extras)}]" if extras else ".")
 
 
 def lower_isas() -> list[str]:
@@ -34,7 +36,9 @@ def lower_isas() -> list[str]:
 # shared library loaded into the process (5 maps each), and one process running stage3's whole suite
 # loaded ~14000, past Linux's 65530 maps a process (vm.max_map_count): mmap failed, and a test then
 # hung starting a compile thread.
-WORKERS = ["-n", str(min(os.cpu_count() or 1, 4))]
+# "worksteal": a worker that runs out of tests takes some of the other's queue, so a run does not end on
+# one worker's tail of slow tests (a training trajectory, a big gradient).
+WORKERS = ["-n", str(min(os.cpu_count() or 1, 4)), "--dist", "worksteal"]
 
 # Under python -O asserts vanish: a stage that did work inside one gives wrong answers or lets bad input
 # through. Every op's forward in one dtype and the error contract catch that in seconds; the whole suite
