@@ -31,8 +31,8 @@ def lower_isas() -> list[str]:
 
 
 # The long pytest runs use every core (pytest-xdist, at most 4 workers): most tests are small and bound by
-# Python, a stage3 test waits on its C compiler half the time, and two cores then run about twice the
-# tests. Several processes also keep each one's memory maps bounded: every distinct stage3 kernel is a
+# Python, and a stage3 test waits on its C compiler half the time (benchmarks/results/nox_time.md).
+# Several processes also keep each one's memory maps bounded: every distinct stage3 kernel is a
 # shared library loaded into the process (5 maps each), and one process running stage3's whole suite
 # loaded ~14000, past Linux's 65530 maps a process (vm.max_map_count): mmap failed, and a test then
 # hung starting a compile thread.
