@@ -13,23 +13,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
-import time
 
 import numpy as np
 
-
-def time_calls(run, calls: int) -> float:
-    run()
-    run()
-    times = []
-    for _ in range(calls):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+from benchmarks.cpu_step import median_ms
 
 
 def rung_runner(n: int, threads: int):
@@ -57,7 +46,7 @@ def stage3_runner(n: int, threads: int):
 
 def one(impl: str, n: int, threads: int, calls: int) -> None:
     name, run = (rung_runner if impl == "rung" else stage3_runner)(n, threads)
-    seconds = time_calls(run, calls)
+    seconds = median_ms(run, warmup=2, runs=calls) / 1e3
     print(f"{name} {2 * n**3 / seconds / 1e9:.1f}")
 
 
