@@ -2,13 +2,13 @@
 config (benchmarks/test_train.py: 4 layers, 4 heads of 32, block 64, batch 12).
 
 `python -m benchmarks.attention_online --threads N` runs each measurement in its own process, with
-the rule off and on (ONLINE=1) in turn, twice, and prints a table; torch's eager time of the same
+the rule off and on (PASSES=+online) in turn, twice, and prints a table; torch's eager time of the same
 work is its own process too. The measurements (`--one WHAT`):
 - attention: causal scaled_dot_product_attention's forward alone, (12, 4, 64, 32), under TinyJit;
 - forward: the model's forward and loss without gradients (an evaluation batch), under TinyJit;
 - decode: nanochat's KV-cache decode (benchmarks/decode_tree.py's model and prompt), tokens/s;
 - attention_grad: the attention's forward and backward (dq, dk, dv from a given output gradient), under
-  TinyJit: with ONLINE=1, FlashAttention (one kernel forward, two at most backward: autograd.attention_grads);
+  TinyJit: with PASSES=+online, FlashAttention (one kernel forward, two at most backward: autograd.attention_grads);
 - step: nanoGPT's whole training step (benchmarks/test_train.py's steppers), jitted.
 
 `--heads B,H,T,D` times the attention alone (attention, attention_grad) at other sizes: where the (T, T)
@@ -129,19 +129,19 @@ def paired(threads: int, runs: int = 60) -> None:
     set_num_threads(threads)
     _, weights = B.stage2_stepper()
     steps = {}
-    for flag in ("0", "1"):  # the rule is read when a step is scheduled: at its eager call and its capture
-        os.environ["ONLINE"] = flag
+    for flag in ("-online", "+online"):  # the rule is read when a step is scheduled: at its eager call and its capture
+        os.environ["PASSES"] = flag
         steps[flag] = B.stage3_stepper(weights)
         for _ in range(5):
             steps[flag]()
-    times: dict[str, list[float]] = {"0": [], "1": []}
+    times: dict[str, list[float]] = {"-online": [], "+online": []}
     for r in range(runs):
-        for flag in ("0", "1") if r % 2 == 0 else ("1", "0"):
+        for flag in ("-online", "+online") if r % 2 == 0 else ("+online", "-online"):
             start = time.perf_counter()
             steps[flag]()
             times[flag].append(time.perf_counter() - start)
     print(f"CPU: {cpu_name()}; {threads} thread(s); nanoGPT's step, both in one process, in turn, {runs} each")
-    for flag, name in (("0", "unfused"), ("1", "ONLINE=1")):
+    for flag, name in (("-online", "unfused"), ("+online", "PASSES=+online")):
         ts = sorted(times[flag])
         print(f"{name}: median {statistics.median(ts) * 1e3:.2f} ms "
               f"(quartiles {ts[runs // 4] * 1e3:.2f}-{ts[3 * runs // 4] * 1e3:.2f})")
@@ -149,17 +149,19 @@ def paired(threads: int, runs: int = 60) -> None:
 
 def table(threads: int, heads: str | None) -> None:
     print(f"CPU: {cpu_name()}; {threads} thread(s); each cell its own process, "
-          f"the rule off and on (ONLINE=1) in turn, twice{f'; heads {heads}' if heads else ''}")
+          f"the rule off and on (PASSES=+online) in turn, twice{f'; heads {heads}' if heads else ''}")
     print("| what | torch eager | stage3, unfused | stage3, online |")
     print("| --- | ---: | ---: | ---: |")
     for what in WHAT if heads is None else ("attention", "attention_grad"):
         cells = {}
-        for library, flag in ([("torch", "0")] if what != "decode" else []) + [("stage3", "0"), ("stage3", "1")] * 2:
+        runs = [("stage3", "-online"), ("stage3", "+online")] * 2
+        for library, flag in ([("torch", "-online")] if what != "decode" else []) + runs:
             out = subprocess.run([sys.executable, "-m", "benchmarks.attention_online", "--one", what, "--library",
                                   library, "--threads", str(threads), *(["--heads", heads] if heads else [])],
-                                 capture_output=True, text=True, check=True, env={**os.environ, "ONLINE": flag})
+                                 capture_output=True, text=True, check=True, env={**os.environ, "PASSES": flag})
             cells.setdefault((library, flag), []).append(out.stdout.strip())
-        row = [", ".join(cells.get(key, ["-"])) for key in (("torch", "0"), ("stage3", "0"), ("stage3", "1"))]
+        keys = (("torch", "-online"), ("stage3", "-online"), ("stage3", "+online"))
+        row = [", ".join(cells.get(key, ["-"])) for key in keys]
         print(f"| {what} | {' | '.join(row)} |", flush=True)
 
 

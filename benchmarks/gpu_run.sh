@@ -19,7 +19,7 @@
 #                  each in its own process; nanogpt_merge -> $OUT/nanogpt_gpu.json
 #   on request only (--only): profile_stage2, profile_stage3, profile_torch (kernel and host profiles of
 #                  a step), gemm_sweep (benchmarks/gemm_sweep.py), nanogpt_stage3_nolocal (stage3's step
-#                  with NOLOCAL=1, to set beside nanogpt_stage3's)
+#                  with PASSES=-local, to set beside nanogpt_stage3's)
 #
 # --smoke shrinks every part (GEMM n=64, a 2-layer toy GPT, 2 timed steps, pytest -x on a few dozen tests).
 # SITP_CUDA_BACKEND=emulate runs the stages' cuda devices on the CPU emulator (common/cuda_emulation.py)
@@ -262,7 +262,7 @@ done
 # ---- on request only (--only nanogpt_stage3_nolocal): stage3's step without LOCAL's shared-memory matmuls ----
 
 if [ -n "$ONLY" ] && wanted nanogpt_stage3_nolocal; then
-  part nanogpt_stage3_nolocal 90 0 "$WORK/nanogpt_stage3_nolocal.log" env NOLOCAL=1 "${NANO[@]}" --impl stage3 \
+  part nanogpt_stage3_nolocal 90 0 "$WORK/nanogpt_stage3_nolocal.log" env PASSES=-local "${NANO[@]}" --impl stage3 \
     --json "$WORK/nanogpt_stage3_nolocal.json"
 fi
 

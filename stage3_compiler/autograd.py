@@ -6,7 +6,7 @@ When gradients are enabled and a parent requires grad, that hangs a Node on `out
 member of ops.py's `Ops`, the one op table), its parents and whatever the rule needs. The rules
 are keyed by the same enum, and `record` refuses an op that has none. Composites (layernorm,
 conv2d, attention, the losses) record nothing themselves: their gradients come from the
-primitives they are written on. One exception: under ONLINE=1, attention that wants a gradient is
+primitives they are written on. One exception: with the online pass (PASSES=+online), attention that wants a gradient is
 recorded as one op whose rule is FlashAttention's backward (`attention_grads`). stage2 promoted
 softmax and log_softmax to primitives with a rule of their own, for speed; here they are
 composites again, as the fusion does what that did.

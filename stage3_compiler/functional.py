@@ -13,14 +13,14 @@ from .errors import ArgumentError
 from .graph.lazy import mark_recomputed
 from .hooks import TensorCore
 from .ops import Ops
-from .settings import enabled
+from .passes import Pass, on
 from .shape import broadcast_shapes
 
 
 def flash_applies(q, k, v) -> bool:
-    """Is attention over these recorded as one op with FlashAttention's backward? Under ONLINE=1, when a
-    gradient is wanted, for float32 heads of concrete shapes that need no broadcasting."""
-    return (enabled("ONLINE") and GradMode.enabled and any(t.requires_grad for t in (q, k, v))
+    """Is attention over these recorded as one op with FlashAttention's backward? With the online pass
+    on (passes.py), when a gradient is wanted, for float32 heads of concrete shapes that need no broadcasting."""
+    return (on(Pass.ONLINE) and GradMode.enabled and any(t.requires_grad for t in (q, k, v))
             and q.dtype is k.dtype is v.dtype is dtypes.float32 and q.ndim >= 2 and q.ndim == k.ndim == v.ndim
             and all(isinstance(n, int) for t in (q, k, v) for n in t.shape)
             and q.shape[:-2] == k.shape[:-2] == v.shape[:-2] and q.shape[-1] == k.shape[-1] > 0
@@ -164,8 +164,9 @@ class FunctionalMixin(TensorCore):
         """Attention recorded as one op, whose rule is FlashAttention's backward (autograd.attention_grads).
         Beside the output, the forward keeps each row's log-sum-exp of the scores, m + log l for the
         row's max m and sum of exps l, from which the backward recomputes the probabilities instead
-        of reading them from memory. Under ONLINE=1 one kernel computes both: the online softmax's
-        loop ends with the row's m and l, and writes the log-sum-exp beside the output (engine/online.py).
+        of reading them from memory. With the online pass (PASSES=+online) one kernel computes both: the
+        online softmax's loop ends with the row's m and l, and writes the log-sum-exp beside the output
+        (engine/online.py).
         The scores are marked recomputed: where the output is realized before the backward asks for the
         log-sum-exp, its max and sum (two kernels) compute them in their loops rather than store them."""
         scale = 1 / math.sqrt(self.shape[-1])

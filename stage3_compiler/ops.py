@@ -67,7 +67,7 @@ class Ops(IntEnum):
     REDUCE_MIN = auto()
     ARGMAX = auto()
     ARGMIN = auto()
-    ATTENTION = auto()  # causal attention under ONLINE=1, with FlashAttention's backward as its rule
+    ATTENTION = auto()  # causal attention with the online pass, with FlashAttention's backward as its rule
 
 
 FLOAT_ONLY = frozenset({Ops.RECIP, Ops.SQRT, Ops.EXP, Ops.LOG, Ops.EXP2, Ops.POW2, Ops.LOG2, Ops.SIN, Ops.COS,

@@ -7,9 +7,8 @@ cache under SITP_CACHE), so they live here, importing nothing of the package.
     GRAPH=1        the lazy and kernel graphs of each realize as Graphviz files (engine/debug.py)
     NANCHECK=1     stop at the first kernel that wrote a NaN (engine/debug.py)
     BEAM=n         search kernel options instead of the heuristics (engine/search.py)
-    ONLINE=1       FlashAttention: the forward in one kernel, the backward in two (engine/online.py,
-                   autograd.attention_grads; off by default: about as fast as the unfused kernels on the CPU)
-    NOLOCAL=1      the cuda renderer writes no shared-memory matmul twin (cuda/local.py): to time without it
+    PASSES=...     which speed passes run (passes.py: `none` runs the core alone, `-vectorize` drops
+                   one, `+online` adds FlashAttention, which is off by default)
     SITP_CACHE     where compiled kernels and searches are kept (default ~/.cache/sitp)
 """
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from ..graph.lazy import LazyBuffer, numel
 from ..graph.symbolic import Node, Num, layout, vars
 from ..ops import IR_ELEMENTWISE, IR_REDUCE, Ops
+from ..passes import Pass, on
 from .item import ScheduleItem
 from .opts import Opt, OptOps, apply_opts, outer_loop, reduce_axes
 from .renderer import Renderer
@@ -479,7 +480,10 @@ def split_axis(item: ScheduleItem, parts: int = 8) -> tuple[int, int] | None:
         return None
     if not all(reads_along(r.srcs[0], axes[-1]) for r in item.reduces):
         return None
-    return axes[-1], parts if n >= 4 * parts else 8
+    count = parts if n >= 4 * parts else 8
+    if n % count and not on(Pass.LEFTOVER):
+        return None  # without the leftover loop a split takes only an axis its partials divide
+    return axes[-1], count
 
 
 def reads_along(v, axis: int) -> bool:

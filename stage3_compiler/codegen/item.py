@@ -1,6 +1,6 @@
 """A kernel's share of the lazy graph, as the scheduler (engine/schedule.py) hands it to codegen:
 the base it writes, the reduction whose loop it holds, and the softmax that loop may fold in one
-pass (attention, under ONLINE=1). Everything in codegen reads these; the kernel's other bases are
+pass (attention, with the online pass (PASSES=+online)). Everything in codegen reads these; the kernel's other bases are
 found by walking from its outputs down to the bases it loads."""
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from ..dtype import DType, dtypes
 from ..graph.lazy import LazyBuffer, holds_iota, numel
 from ..graph.symbolic import Node, Num, Var, Variable, layout, render, vars
 from ..ops import IR_ELEMENTWISE, IR_REDUCE, Ops
+from ..passes import TABLE, Pass, on
 from ..threads import get_num_threads
 from .heuristics import heuristic_opts, nested_terms, selected_product
 from .indexing import flat_index, unflatten
@@ -74,6 +75,7 @@ class Lowerer:
         self.steps: list[tuple[UOp | None, Row]] = []  # (rescale or None, row) of each softmax term a value read
         self.block = 1  # an online softmax's keys a pass (UNROLL): their max, exps and rescale taken together
         self.gate: UOp | None = None  # while a computed base is read through a padded view: its validity
+        self.changed: set[Pass] = set()  # the speed passes that changed this kernel (Kernel.passes)
 
     def emit(self, op: UOps, dtype: DType | None, srcs: tuple = (), arg: Any = None) -> UOp:
         u = UOp(op, dtype, tuple(srcs), arg, f"v{len(self.uops)}")
@@ -199,7 +201,7 @@ class Lowerer:
         head of 32) written out as a tree of pairwise ops instead, whose terms are independent: a
         loop's chain of adds waits on each add, and its loads and products are left scalar."""
         src, steps = r.srcs[0], [src_n for d, src_n in enumerate(r.srcs[0].shape) if d in r.arg]
-        if all(isinstance(n, int) for n in steps) and math.prod(steps) <= NEST_UNROLL:
+        if on(Pass.TREE) and all(isinstance(n, int) for n in steps) and math.prod(steps) <= NEST_UNROLL:
             terms = []
             for flat in range(math.prod(steps)):
                 inner, rest = list(idxs), flat
@@ -210,6 +212,7 @@ class Lowerer:
             while len(terms) > 1:
                 terms = [self.alu(op, r.dtype, *terms[i:i + 2]) if i + 1 < len(terms) else terms[i]
                          for i in range(0, len(terms), 2)]
+            self.changed.add(Pass.TREE)
             if r.op is Ops.REDUCE_ADD and len(leaves) > 1:
                 self.sums.append((terms[0], leaves))  # vectorize.py may sum them as vectors
             return terms[0] if terms else self.const(reduce_identity(r.op, r.dtype), r.dtype)
@@ -408,10 +411,13 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
     """The kernel's UOps for the renderer's target, its loops shaped by `opts` (opts.py; None: the
     heuristic ones, heuristics.py)."""
     root = item.root
+    by_rule = opts is None
     if opts is None:
-        opts = heuristic_opts(item, renderer, get_num_threads(), stored)
+        opts = heuristic_opts(item, renderer, get_num_threads(), stored) if on(Pass.HEURISTICS) else ()
     plan = apply_opts(item, opts, renderer)
     L = Lowerer(item, stored)
+    L.changed.update([Pass.HEURISTICS] * (by_rule and bool(opts)) + [Pass.ONLINE] * (item.online is not None)
+                     + [Pass.MERGE] * bool(item.also))
     if item.online is not None and plan.unroll:
         L.block = next(iter(plan.unroll.values()))
     out_bufs = [L.global_of(o) for o in item.outputs]
@@ -441,7 +447,7 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
     accs: list[dict[int, UOp]] = [{} for _ in lanes]  # per lane: reduction id -> its accumulator
     rows: dict[int, Row] = {}  # an online softmax: id of a lane's accumulator -> its row's
     lane_rows: dict[int, Row] = {}  # and id of a lane's final value (divided by the row's sum) -> its row
-    lookup = item.reduce is not None and looked_up(L, item, plan, lanes, accs)
+    lookup = item.reduce is not None and on(Pass.LOOKUP) and looked_up(L, item, plan, lanes, accs)
     if item.reduce is not None and not lookup:
         src_shape, axes = item.reduce.srcs[0].shape, item.reduce.arg  # every reduction here has these
         reduce_shape = src_shape
@@ -455,7 +461,8 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
             reduce_shape = ()
         else:
             inner_loops, rvars = [], {}
-            ranged = reduce_ranges(item, plan, lanes, src_shape)
+            ranged = reduce_ranges(item, plan, lanes, src_shape) if on(Pass.RANGES) else None
+            L.changed.update([Pass.RANGES] * (ranged is not None))
             for d, n in enumerate(src_shape if ranged is None else ()):
                 if d in axes and n != 1:
                     # UNROLL and SPLIT: the loop takes that many terms a pass
@@ -488,7 +495,7 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
                     elif part is not None:  # SPLIT: term i of the axis goes to partial i mod parts
                         idxs[split_axis] = idxs[split_axis] * parts + part
                     every.append(idxs)
-                outside = skip_unselected(L, item, every) if part is None else None
+                outside = skip_unselected(L, item, every) if part is None and on(Pass.SKIP) else None
                 for lane, idxs in zip(partials, every, strict=True):
                     for r in reduces:
                         acc = lane[id(r)] if part is None else L.emit(UOps.PART, r.dtype, (lane[id(r)],), part)
@@ -519,6 +526,7 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
                 # the terms a whole pass of partials leaves over, one to a partial, in a loop of their own
                 # (a vocabulary of 78 entries: its rows' sums and maxima had run as scalars)
                 whole = src_shape[split_axis] - src_shape[split_axis] % parts
+                L.changed.add(Pass.LEFTOVER)
                 closing = 2 if isinstance(rvars[split_axis], Var) else 1  # the partials' loop and the axis's
                 for _ in range(closing):
                     L.emit(UOps.ENDRANGE, None)
@@ -564,17 +572,20 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
     name += f"_T{plan.threads}" if plan.threads > 1 else ""
     name += f"_O{len(item.outputs)}" if item.also else ""  # several outputs (engine/schedule.merge_outputs)
     name += "_lookup" if lookup else ""
+    L.changed.update([Pass.LOOKUP] * lookup)
     if item.reduce is not None and 0 in item.reduce.srcs[0].shape:
         name += "_empty"
     name += "_online" if item.online is not None else ""
     uops = L.uops
-    if renderer.vector_width and (ups or L.sums):  # lanes as vectors (vectorize.py), the first upcast axis's together
+    # lanes as vectors (vectorize.py), the first upcast axis's together
+    if renderer.vector_width and on(Pass.VECTORIZE) and (ups or L.sums):
         amounts = [*ups.values(), 1, 1]
         uops = vectorize(uops, upcast, amounts[0], renderer.vector_width, L.shared, L.sums, amounts[1],
                          bool(plan.unroll), L.folds)
+        L.changed.update([Pass.VECTORIZE] * any(u.lanes > 1 for u in uops))
     return Kernel(name, root.shape, uops, L.buffers, L.alu_count // upcast, reduce_shape, upcast,
                   len(item.outputs), tuple(opts), plan.threads, kernel_variables(L.uops), item.online is not None,
-                  nested_terms(item, stored))
+                  nested_terms(item, stored), passes=tuple(p.value for p in TABLE if p in L.changed))
 
 
 SKIP_CONDITIONS = 16  # a tile's distinct conditions up to which a one-hot product tests them before a term
@@ -600,6 +611,7 @@ def skip_unselected(L: Lowerer, item: ScheduleItem, every: list[list[Node]]) -> 
     selected = iota_range(L, conds) if len(conds) > 1 else None
     for c in conds if selected is None else ():
         selected = c if selected is None else L.alu(Ops.OR, dtypes.bool, selected, c)
+    L.changed.add(Pass.SKIP)
     L.emit(UOps.IF, None, (selected,))
     return dict(L.cache)
 

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from enum import Enum, auto
 
 from ..graph.symbolic import Node, layout
+from ..passes import Pass, on
 from .item import ScheduleItem
 from .renderer import Renderer
 
@@ -142,7 +143,8 @@ def apply_opts(item: ScheduleItem, opts: tuple[Opt, ...] | list[Opt], renderer: 
                 raise OptError(f"{opt}: the reduce axis {opt.axis} of {src} has a symbolic size ({where})")
             if src[opt.axis] < terms:
                 raise OptError(f"{opt}: {terms} terms a pass exceed the reduce axis of {src[opt.axis]} ({where})")
-            if src[opt.axis] % terms and opt.axis in plan.unroll:  # SPLIT alone takes what is left over
+            # SPLIT alone takes what is left over, in a loop of its own (the leftover pass)
+            if src[opt.axis] % terms and (opt.axis in plan.unroll or not on(Pass.LEFTOVER)):
                 raise OptError(f"{opt}: {terms} terms a pass do not divide the reduce axis of {src[opt.axis]} "
                                f"({where})")
         else:

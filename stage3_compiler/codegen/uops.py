@@ -92,3 +92,4 @@ class Kernel:
     variables: tuple = ()  # the user's Variables it takes as arguments after the buffers, in name order
     online: bool = False  # its reduction folds a softmax in one pass (engine/online.py): one thread a row
     nested: bool = False  # its terms compute sums of their own (heuristics.nested_terms: FlashAttention's kernels)
+    passes: tuple[str, ...] = ()  # the speed passes (passes.py) that changed it, in the table's order

@@ -245,7 +245,7 @@ class Vectorizer:
                        if i + 1 < len(vectors) else vectors[i] for i in range(0, len(vectors), 2)]
         # The lanes' pairwise tree, (l0 + l1) + (l2 + l3)..., a level at a time: the even lanes plus the odd
         # ones, a vector half as wide, until two are left. One Xeon core, nanoGPT's attention forward and
-        # backward under ONLINE=1 (six such sums a pair of positions): 15.0 ms with one lane out and one add
+        # backward with the online pass (six such sums a pair of positions): 15.0 ms with one lane out and one add
         # at a time, 12.8 ms so (benchmarks/results/stage3_online_softmax.md).
         summed = self.halving(vectors[0], lambda a, b, lanes: self.new(UOps.ALU, total.dtype, (a, b), Ops.ADD,
                                                                         lanes=lanes))

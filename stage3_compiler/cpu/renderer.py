@@ -19,6 +19,7 @@ from ..codegen.uops import Kernel, Loop, LoopKind, UOp, UOps
 from ..dtype import DType, dtypes
 from ..graph.symbolic import Node, descends, render
 from ..ops import Ops
+from ..passes import Pass, on
 
 CTYPES = {"bool": "unsigned char", "int32": "int", "int64": "long long", "float32": "float", "float64": "double"}
 UNSIGNED = {"int32": "unsigned int", "int64": "unsigned long long"}
@@ -154,8 +155,11 @@ def fused_multiply_adds(kernel: Kernel) -> bool:
     nothing compares with another kernel's by ==: their dot products, exps and sums fuse too. One
     Xeon core, nanoGPT's attention compiled alone: the forward 0.67 -> 0.55 ms, the backward 1.42 ->
     1.20 (benchmarks/results/stage3_online_softmax.md)."""
+    if not on(Pass.FMA):
+        return False
     if kernel.nested:
         return True
+
     def product(u: UOp) -> bool:
         u = u.srcs[0] if u.op is UOps.ALU and u.arg is Ops.NEG else u
         return u.op is UOps.ALU and u.arg is Ops.MUL and u.dtype.is_float

@@ -14,8 +14,8 @@ of B, and the copy evaluates that LOAD's index at the row (or column) it fetches
 A kernel qualifies (`local_plan`) when its loop is one reduce loop of a concrete length that LOCAL_K
 divides, every load in it is a lane of A or of B, and the last two output axes are tile counts that
 LOCAL_SIDE divides. The renderer keeps the plain grid-stride kernel beside it: a launch whose block is
-not LOCAL_THREADS threads (the CPU emulator's one thread) runs that one. NOLOCAL=1 turns LOCAL off, so
-that one GPU run can time a step with and without it (gpu_run.sh's `nanogpt_stage3_nolocal`).
+not LOCAL_THREADS threads (the CPU emulator's one thread) runs that one. `PASSES=-local` turns LOCAL
+off, so that one GPU run can time a step with and without it (gpu_run.sh's `nanogpt_stage3_nolocal`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 from ..codegen.uops import Kernel, Loop, LoopKind, UOp, UOps
 from ..graph.symbolic import Node, layout, vars
-from ..settings import enabled
+from ..passes import Pass, on
 
 LOCAL_SIDE = 16  # tiles a block takes along each of the two tile axes ...
 LOCAL_THREADS = LOCAL_SIDE * LOCAL_SIDE  # ... one thread each
@@ -46,8 +46,8 @@ def _names(index: Node | int) -> set[str]:
 
 
 def local_plan(kernel: Kernel) -> LocalPlan | None:
-    """The tiling LOCAL gives a matmul kernel, or None where it does not apply (or NOLOCAL=1 is set)."""
-    if enabled("NOLOCAL"):
+    """The tiling LOCAL gives a matmul kernel, or None where it does not apply (or the local pass is off)."""
+    if not on(Pass.LOCAL):
         return None
     specials = [u.arg for u in kernel.uops if u.op is UOps.SPECIAL]
     tiled = [loop for loop in specials if layout(loop.extent) > 1]

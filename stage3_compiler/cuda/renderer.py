@@ -57,6 +57,7 @@ from ..cpu.renderer import CRenderer, Source, adds_a_product, clamped
 from ..dtype import DType, dtypes
 from ..graph.symbolic import Node, Variable, evaluate, layout, lo_hi, render, vars
 from ..ops import Ops
+from ..passes import Pass, on
 from .local import LOCAL_K, LOCAL_SIDE, LOCAL_THREADS, LocalPlan, blocks, local_plan, substitute
 
 PRELUDE = "#define restrict __restrict__"
@@ -108,7 +109,7 @@ def group_shape(kernel: Kernel) -> GroupShape | None:
     - more outputs, a row of terms side by side each and at most a few rows a thread, not a matmul's
       register tile (layernorm's statistics): a warp an output."""
     loops = [u.arg for u in kernel.uops if u.op is UOps.RANGE and u.arg.kind is LoopKind.REDUCE]
-    if not loops or kernel.online:  # an online softmax's running max is one thread's, in order
+    if not loops or kernel.online or not on(Pass.GROUP):  # an online softmax's running max is one thread's
         return None
     if any(loop.start != 0 or isinstance(loop.extent, Node) and
            any(not isinstance(v, Variable) for v in vars(loop.extent)) for loop in loops):
@@ -137,6 +138,8 @@ def accumulators(kernel: Kernel) -> dict[int, tuple[Ops, DType]]:
 
 def fused_products(kernel: Kernel) -> set[int]:
     """The products a float reduction's sum reads and nothing else does: its acc + a*b is one fmaf."""
+    if not on(Pass.FMA):
+        return set()
     readers: dict[int, int] = {}
     for u in kernel.uops:
         for s in u.srcs:

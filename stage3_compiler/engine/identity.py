@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 
+from .. import passes
 from ..codegen.item import ScheduleItem
 from ..codegen.lower import lower
 from ..cpu.compiler import machine_key
@@ -74,7 +75,7 @@ def kernel_key(item: ScheduleItem, stored: set[int]) -> tuple[tuple, list[LazyBu
     its Variables."""
     found: set = set()
     key, inputs = structure(item, stored, found)
-    return (key, get_num_threads(), beam_width()), inputs, bound_values(item, found)
+    return (key, get_num_threads(), beam_width(), passes.key()), inputs, bound_values(item, found)
 
 
 def bound_values(item: ScheduleItem, found: set) -> dict[str, int]:
@@ -98,5 +99,6 @@ def bound_values(item: ScheduleItem, found: set) -> dict[str, int]:
 def search_key(item: ScheduleItem, stored: set[int], runtime) -> str:
     """The disk key of a kernel's search: its source without options, where and how it runs."""
     source = runtime.renderer.render(lower(item, stored, runtime.renderer, ()))
-    where = f"{item.root.device}|{type(runtime.renderer).__name__}|{machine_key()}|threads={get_num_threads()}"
+    where = (f"{item.root.device}|{type(runtime.renderer).__name__}|{machine_key()}|threads={get_num_threads()}"
+             f"|passes={passes.key()}")
     return hashlib.sha256((source + where).encode()).hexdigest()[:24]

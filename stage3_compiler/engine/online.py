@@ -19,7 +19,7 @@ The max, the sum, e, its formula and probs must be read by nothing else, and non
 asked for or forced; the max and the sum may also be read by their row statistics (`row_statistics`:
 m + log l, FlashAttention's log-sum-exp), which the kernel writes beside its output once its loop
 ends. Where autograd keeps the probabilities for the backward (LazyBuffer.kept: the softmax
-differentiated op by op), the rule does not apply and the unfused kernels run. Under ONLINE=1
+differentiated op by op), the rule does not apply and the unfused kernels run. With the online pass (PASSES=+online)
 attention is recorded as one op instead, whose rule recomputes them from the log-sum-exp
 (autograd.attention_grads: FlashAttention's backward).
 
@@ -30,7 +30,7 @@ instead (Lowerer.softmax_block, heuristics.online_block): their max, the row's n
 the block and 16 terms e^(x_j - m), which the vectorizer computes as one vector (vectorize.pack_terms).
 Under a causal mask the loop stops at the query's own key (codegen/ranges.py).
 
-The rule is off unless ONLINE=1 (settings.py). With the blocks, the forward on the CPU is faster than
+The rule is off unless PASSES turns it on (passes.py). With the blocks, the forward on the CPU is faster than
 the kernels it replaces (nanoGPT's: 0.64 against 0.80 ms on one Xeon core), and a training step with
 FlashAttention's backward about as fast (benchmarks/results/stage3_online_softmax.md); the key-by-key
 loop had been 3-4x slower.

@@ -178,7 +178,8 @@ def count(kernel: Kernel, source: str, elapsed: float, ops: int, nbytes: int) ->
     if level >= 2:
         gflops, gbs = ops / max(elapsed, 1e-9) / 1e9, nbytes / max(elapsed, 1e-9) / 1e9
         print(f"*** {GlobalCounters.kernel_count:4d} {kernel.name:<40} {elapsed * 1e6:9.1f} us "
-              f"{gflops:8.2f} GFLOP/s {gbs:8.2f} GB/s  {' '.join(str(o) for o in kernel.opts)}")
+              f"{gflops:8.2f} GFLOP/s {gbs:8.2f} GB/s  {' '.join(str(o) for o in kernel.opts)}"
+              + (f"  passes: {','.join(kernel.passes)}" if kernel.passes else ""))
     if level >= 3:
         print("\n".join(repr(u) for u in kernel.uops))
     if level >= 4:

@@ -32,7 +32,7 @@ computed inside the kernel that reads it, as an expression, and never stored). T
   longer rows (copy_padded), so its rows do not fight over one set of the L1 cache;
 - a chain of more than MAX_DEPTH fused ops is cut by realizing the base at the cut: a kernel of
   ten thousand chained adds would take long to compile, and lowering it recurses that deep.
-- with ONLINE=1, a softmax whose only reader is a sum weighted by it (attention's probabilities @ v)
+- with the online pass (passes.py), a softmax whose only reader is a sum weighted by it (attention's probabilities @ v)
   is folded into that sum's loop, with the scores' reduction nested in it, and the kernel also
   writes the rows' log-sum-exp where it is asked for (engine/online.py): causal attention's
   forward is one kernel;
@@ -50,7 +50,7 @@ from ..codegen.layouts import copy_operands, matmul_product
 from ..device import runtime_of
 from ..graph.lazy import LazyBuffer, numel
 from ..ops import IR_ELEMENTWISE, IR_REDUCE, Ops
-from ..settings import enabled
+from ..passes import Pass, on
 from .memory import place_in_memory, reads
 from .online import find_online, formula_bases, row_statistics
 
@@ -125,10 +125,12 @@ def rewrite_graph(outs: list[LazyBuffer]) -> list[LazyBuffer]:
     in-place writes since they were made."""
     bases = graph(outs)
     check_versions(bases)
+    if not on(Pass.LAYOUTS):
+        return bases
     changed = False
-    # under ONLINE=1 attention's scores are computed in the online softmax's kernel (engine/online.py),
+    # with the online pass attention's scores are computed in the online softmax's kernel (engine/online.py),
     # where a copy of k transposed would only be one more kernel
-    batched = not enabled("ONLINE")
+    batched = not on(Pass.ONLINE)
     for b in bases:
         if matmul_product(b) is not None and not reads_recomputed(b):
             changed |= copy_operands(b, runtime_of("realize", b.device).renderer, batched)
@@ -180,7 +182,7 @@ def fuse(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> list[ScheduleItem]:
             realize.add(id(held))
     store_shared(bases, readers, realize, recomputed)
     keep = {id(b) for b in bases if id(b) in wanted or b.forced}
-    online = find_online(bases, readers, keep) if enabled("ONLINE") else {}
+    online = find_online(bases, readers, keep) if on(Pass.ONLINE) else {}
     for softmax in online.values():  # computed in the loop of the sum that reads them
         inside = {id(b) for b in (*softmax.bases, *formula_bases(softmax.exp, softmax.shifted))}
         realize.difference_update(inside)
@@ -196,7 +198,7 @@ def fuse(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> list[ScheduleItem]:
         item = ScheduleItem(b, held, list(also), online=None if held is None else online.get(id(held)))
         placed.append((max(order[id(o)] for o in item.outputs), item))
     items = [item for _, item in sorted(placed, key=lambda p: p[0])]
-    return place_in_memory(merge_outputs(items))
+    return place_in_memory(merge_outputs(items) if on(Pass.MERGE) else items)
 
 
 def row_outputs(softmax, readers: dict, realize: set[int]) -> list[LazyBuffer]:

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import passes
 from ..codegen.item import OnlineSoftmax, ScheduleItem
 from ..graph.lazy import LazyBuffer
-from ..settings import enabled
 from .memory import drop_target
 from .schedule import fuse, rewrite_graph
 
@@ -70,7 +70,7 @@ def graph_key(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> tuple:
         target = None if b.target is None else ref(b.target)
         records.append((b.op, arg_key(b.arg), b.dtype.name, b.shape, b.device, b.forced, b.kept, b.recomputed, target,
                         srcs))
-    return tuple(records), tuple(ref(o.base) for o in outs), enabled("ONLINE")  # (a rule fuse applies on request)
+    return tuple(records), tuple(ref(o.base) for o in outs), passes.key()  # (the passes change the schedule)
 
 
 def template_of(items: list[ScheduleItem], bases: list[LazyBuffer], asked: list[LazyBuffer]) -> Template:

@@ -110,9 +110,9 @@ def test_a_symbolic_size_is_an_argument_and_bounds_the_grid_stride_loop():
     assert "long long gidx0 = gid / (n);" in source and "long long gidx1 = gid % (n);" in source
 
 
-@pytest.mark.parametrize("online", ["0", "1"])  # the attention unfused, and in one online-softmax kernel
+@pytest.mark.parametrize("online", ["-online", "+online"])  # the attention unfused, and in one online-softmax kernel
 def test_symbolic_sizes_and_tinyjit_replays_run_on_the_device(cuda, online, monkeypatch):
-    monkeypatch.setenv("ONLINE", online)
+    monkeypatch.setenv("PASSES", online)
     rng = np.random.default_rng(1)
     keys = rng.standard_normal((1, 2, 12, 8)).astype(np.float32)
     k = Tensor(keys, device=cuda).realize()
@@ -131,7 +131,7 @@ def test_symbolic_sizes_and_tinyjit_replays_run_on_the_device(cuda, online, monk
 
 
 def test_causal_attention_is_one_online_kernel_on_the_device(cuda, monkeypatch):
-    monkeypatch.setenv("ONLINE", "1")
+    monkeypatch.setenv("PASSES", "+online")
     rng = np.random.default_rng(2)
     q, k, v = (rng.standard_normal((2, 2, 40, 16)).astype(np.float32) for _ in range(3))
     out = Tensor(q, device=cuda).scaled_dot_product_attention(Tensor(k, device=cuda), Tensor(v, device=cuda),
@@ -139,7 +139,7 @@ def test_causal_attention_is_one_online_kernel_on_the_device(cuda, monkeypatch):
     GlobalCounters.reset()
     got = out.numpy()
     assert GlobalCounters.kernel_count == 1
-    monkeypatch.setenv("ONLINE", "0")
+    monkeypatch.setenv("PASSES", "-online")
     want = Tensor(q).scaled_dot_product_attention(Tensor(k), Tensor(v), is_causal=True).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
@@ -166,7 +166,7 @@ def flash_attention(device: str, lowered: list | None = None) -> tuple[list, lis
 
 
 def test_flash_attention_is_three_kernels_on_the_device(cuda, monkeypatch):
-    monkeypatch.setenv("ONLINE", "1")
+    monkeypatch.setenv("PASSES", "+online")
     forward, backward, grads = flash_attention(cuda)
     assert len(forward) == 1  # the output and the log-sum-exp
     assert len(backward) == 2  # dq; dk and dv together
@@ -177,7 +177,7 @@ def test_flash_attention_is_three_kernels_on_the_device(cuda, monkeypatch):
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (nox -s ptx compiles the catalogue)")
 def test_flash_attention_backward_compiles_to_ptx(tmp_path, monkeypatch):
-    monkeypatch.setenv("ONLINE", "1")
+    monkeypatch.setenv("PASSES", "+online")
     kernels: list = []
     flash_attention("CPU", kernels)
     assert len(kernels) == 3

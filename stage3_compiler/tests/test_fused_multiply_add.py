@@ -41,10 +41,10 @@ def test_flash_attentions_kernel_fuses_and_the_unfused_softmax_does_not(monkeypa
     # compares (Kernel.nested): its products and adds fuse, its exp's polynomial too. The unfused
     # softmax's kernels compute the same exp, which must keep its bits from kernel to kernel.
     q, k, v = rand(2, 2, 32, 16), rand(2, 2, 32, 16, seed=1), rand(2, 2, 32, 16, seed=2)
-    monkeypatch.setenv("ONLINE", "1")
+    monkeypatch.setenv("PASSES", "+online")
     fused = kernel_of(q.scaled_dot_product_attention(k, v, is_causal=True))
     assert fused.nested and fused_multiply_adds(fused) and CONTRACT in CPU.render(fused)
-    monkeypatch.setenv("ONLINE", "0")
+    monkeypatch.setenv("PASSES", "-online")
     kernel = kernel_of(q.scaled_dot_product_attention(k, v, is_causal=True))
     assert not kernel.nested  # (its last kernel, probabilities @ v, is a matmul: that one fuses)
     assert not fused_multiply_adds(kernel_of((q @ k.transpose(-2, -1)).softmax(-1)))

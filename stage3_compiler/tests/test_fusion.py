@@ -100,7 +100,7 @@ def attention_ref(q, k, v, mask=None):
 
 @pytest.fixture
 def online(monkeypatch):
-    monkeypatch.setenv("ONLINE", "1")  # the online softmax rule (engine/online.py), off by default
+    monkeypatch.setenv("PASSES", "+online")  # the online softmax rule (engine/online.py), off by default
 
 
 def test_causal_attention_forward_is_one_kernel(online):
@@ -261,7 +261,7 @@ def test_a_jitted_step_with_flash_attention_is_the_eager_step(online, monkeypatc
     eager, jitted = attention_training(False), attention_training(True)
     assert jitted[0] == eager[0]
     np.testing.assert_array_equal(jitted[1], eager[1])
-    monkeypatch.setenv("ONLINE", "0")
+    monkeypatch.setenv("PASSES", "-online")
     unfused = attention_training(False)
     np.testing.assert_allclose(eager[0], unfused[0], rtol=1e-5)
     np.testing.assert_allclose(eager[1], unfused[1], rtol=1e-4, atol=1e-6)

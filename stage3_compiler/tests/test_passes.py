@@ -1,0 +1,135 @@
+"""The speed passes (passes.py): PASSES names them, each one changes the kernels it exists for, and
+switching it off leaves what they compute (within a reordered sum's last bits) and the core runs
+every program alone."""
+
+import numpy as np
+import pytest
+
+from .. import Tensor, nn
+from ..engine import realize
+from ..passes import DEFAULT, TABLE, Pass, parse
+
+
+def test_passes_names_the_default_set_none_all_and_signed_changes():
+    assert parse("") == DEFAULT and Pass.ONLINE not in DEFAULT
+    assert parse("none") == frozenset() and parse("all") == frozenset(TABLE)
+    assert parse("-vectorize,-fma") == DEFAULT - {Pass.VECTORIZE, Pass.FMA}
+    assert parse("+online") == DEFAULT | {Pass.ONLINE}
+    assert parse("layouts, heuristics") == {Pass.LAYOUTS, Pass.HEURISTICS}
+    assert parse("none,+vectorize") == {Pass.VECTORIZE}
+
+
+def test_an_unknown_pass_is_refused_with_the_names_there_are():
+    with pytest.raises(ValueError, match=r"unknown pass 'vectorise'.*vectorize"):
+        parse("-vectorise")
+
+
+def test_the_table_lists_every_pass_once_with_its_file_and_what_it_does():
+    assert list(TABLE) == list(Pass)
+    for p, info in TABLE.items():
+        assert info.where.endswith(".py") and info.what, p
+
+
+def rand(seed, *shape):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def matmul():
+    return Tensor(rand(0, 48, 64)) @ Tensor(rand(1, 64, 64))
+
+
+def row_sum():  # 78 terms a row: 16 partials leave 14 to the leftover loop
+    return Tensor(rand(2, 96, 78)).sum(axis=1)
+
+
+def lookup():
+    return Tensor(rand(3, 50, 32))[Tensor(np.array([[3, 7, 1], [0, 49, 3]]))]
+
+
+def causal_attention():
+    q = Tensor(rand(4, 2, 2, 16, 8))
+    return q.scaled_dot_product_attention(q, q, is_causal=True)
+
+
+def embedding_grad():
+    emb = nn.Embedding(40, 24)
+    emb.weight = Tensor(rand(5, 40, 24), requires_grad=True)
+    (emb(Tensor(np.array([[1, 5, 5, 9]]))) * Tensor(rand(6, 1, 4, 24))).sum().backward()
+    return emb.weight.grad
+
+
+def merged_sums():  # one loop over each row folds both
+    x = Tensor(rand(7, 32, 64))
+    top, total = x.max(axis=1), x.sum(axis=1)
+    top.realize(total)
+    return top + total
+
+
+def attention_grad():
+    q = Tensor(rand(8, 1, 2, 32, 8), requires_grad=True)
+    q.scaled_dot_product_attention(q, q, is_causal=True).sum().backward()
+    return q.grad
+
+
+# each pass that lowering records (Kernel.passes), with a program it changes and the passes it runs under
+# (term ranges bound the online softmax's loop: a causal query reads the keys up to its own)
+PROGRAMS = {Pass.HEURISTICS: (matmul, ""), Pass.VECTORIZE: (matmul, ""), Pass.LEFTOVER: (row_sum, ""),
+            Pass.LOOKUP: (lookup, ""), Pass.RANGES: (causal_attention, "+online,"),
+            Pass.SKIP: (embedding_grad, ""), Pass.MERGE: (merged_sums, "")}
+
+
+def run(program, monkeypatch, spec: str):
+    """program's result under PASSES=spec, and the passes each kernel it ran names (with its source)."""
+    monkeypatch.setenv("PASSES", spec)
+    ran = []
+    count = realize.count
+    monkeypatch.setattr(realize, "count", lambda kernel, source, *rest: (ran.append((kernel, source)),
+                                                                          count(kernel, source, *rest)))
+    value = program().numpy()
+    return value, ran
+
+
+@pytest.mark.parametrize("p", list(PROGRAMS), ids=lambda p: p.value)
+def test_a_pass_changes_its_kernels_and_without_it_they_compute_the_same(p, monkeypatch):
+    program, base = PROGRAMS[p]
+    on, ran_on = run(program, monkeypatch, base)
+    off, ran_off = run(program, monkeypatch, f"{base}-{p.value}")
+    assert any(p.value in kernel.passes for kernel, _ in ran_on)
+    assert not any(p.value in kernel.passes for kernel, _ in ran_off)
+    np.testing.assert_allclose(off, on, rtol=1e-5, atol=1e-6)
+
+
+def test_flash_attention_and_its_short_nested_sums_are_passes(monkeypatch):
+    online, ran = run(attention_grad, monkeypatch, "+online")
+    assert any("online" in k.passes for k, _ in ran) and any("tree" in k.passes for k, _ in ran)
+    no_tree, ran_no_tree = run(attention_grad, monkeypatch, "+online,-tree")
+    assert not any("tree" in k.passes for k, _ in ran_no_tree)
+    unfused, ran_unfused = run(attention_grad, monkeypatch, "")
+    assert not any("online" in k.passes for k, _ in ran_unfused)
+    np.testing.assert_allclose(no_tree, online, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(unfused, online, rtol=1e-4, atol=1e-5)
+
+
+def test_the_layouts_pass_adds_a_copy_of_a_weight_read_along_the_sum(monkeypatch):
+    def linear():  # x @ w.T: w read along the summed axis
+        return Tensor(rand(9, 64, 96)) @ Tensor(rand(10, 80, 96)).T
+    on, ran_on = run(linear, monkeypatch, "")
+    off, ran_off = run(linear, monkeypatch, "-layouts")
+    assert len(ran_on) > len(ran_off)
+    np.testing.assert_allclose(off, on, rtol=1e-5, atol=1e-5)
+
+
+def test_the_fma_pass_lets_a_matmul_fuse_its_multiply_adds(monkeypatch):
+    _, ran_on = run(matmul, monkeypatch, "")
+    _, ran_off = run(matmul, monkeypatch, "-fma")
+    assert any("fp-contract=fast" in source for _, source in ran_on)
+    assert not any("fp-contract=fast" in source for _, source in ran_off)
+
+
+@pytest.mark.parametrize("program", [matmul, row_sum, lookup, causal_attention, embedding_grad, merged_sums,
+                                     attention_grad], ids=lambda f: f.__name__)
+def test_the_core_alone_computes_what_the_passes_compute(program, monkeypatch):
+    fast, _ = run(program, monkeypatch, "")
+    core, ran = run(program, monkeypatch, "none")
+    assert ran and all(kernel.passes == () and kernel.opts == () for kernel, _ in ran)
+    np.testing.assert_allclose(core, fast, rtol=1e-5, atol=1e-5)
