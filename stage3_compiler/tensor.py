@@ -248,7 +248,7 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
             capture.note_fixed(buf, f"{n} numbers from iota",
                                lambda out: check(out.kernels.iota(out.address, n), "iota", "arange"))
         out = Tensor._whole(buf, (n,), dtypes.int64, device)
-        out.lazydata.iota = True  # an index array compared with it is a lookup (codegen/lower.Lowerer.picked)
+        out.lazydata.iota = True  # an index array compared with it is a lookup (codegen/lookup.picked)
         return out
 
     @staticmethod

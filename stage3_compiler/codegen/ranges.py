@@ -29,9 +29,10 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ..graph.lazy import LazyBuffer, holds_iota
-from ..graph.symbolic import Node, Var, render, vars
+from ..graph.symbolic import Node, Num, Var, render, vars
 from ..ops import Ops
-from .indexing import unflatten
+from .indexing import flat_index, unflatten
+from .item import ScheduleItem
 
 NOTHING = {Ops.REDUCE_ADD: 0.0, Ops.REDUCE_MAX: float("-inf")}  # a term that changes such a reduction nothing
 
@@ -142,3 +143,37 @@ def position_range(cond: LazyBuffer, idxs: list[Node], j: Var, n: int) -> TermRa
         start = a + k
         return TermRange(start, n) if start.min >= 0 and start.max <= n - 1 else None
     return None
+
+
+def reduce_ranges(item: ScheduleItem, plan, lanes: list[list[Node]], src_shape: tuple) -> \
+        dict[int, list[tuple[TermRange, list[LazyBuffer]]]] | None:
+    """{axis: [(range, reductions)]}: a reduce loop over one axis a range of its terms (codegen/ranges.py)
+    for each group of the kernel's reductions that share one, in every lane (the lanes share the loop);
+    None where no reduction's terms have a range, or SPLIT cuts the loop. Under UNROLL the range is of
+    whole passes, each pass's terms masked as before: those a pass takes beyond the range add nothing."""
+    r = item.reduce
+    axes = [d for d in r.arg if src_shape[d] != 1]
+    if plan.split or len(axes) != 1 or isinstance(src_shape[axes[0]], Node) or set(plan.unroll) - set(axes):
+        return None
+    axis, n = axes[0], src_shape[axes[0]]
+    u = plan.unroll.get(axis, 1)
+    if n // u == 1:
+        return None  # one pass: no loop to bound
+    j = Var(f"ridx{axis}", 0, n - 1)
+    groups: dict[tuple[str, str], tuple[TermRange, list[LazyBuffer]]] = {}
+    for red in item.reduces:
+        spans = set()
+        for idx in lanes:
+            if r.shape != item.root.shape:
+                idx = unflatten(flat_index(idx, item.root.shape), r.shape)
+            span = term_range(red, [j if d == axis else Num(0) if d in r.arg else i for d, i in enumerate(idx)], axis)
+            span = span or TermRange(0, n)
+            spans.add((render(Num(0) + span.start), render(Num(0) + span.end)))
+        if len(spans) != 1:
+            span, key = TermRange(0, n), ("0", str(n))  # lanes that differ: the whole loop
+        else:
+            key = spans.pop()
+        groups.setdefault(key, (span, []))[1].append(red)
+    if set(groups) == {("0", str(n))}:
+        return None
+    return {axis: [(TermRange(span.start // u, (span.end + u - 1) // u), group) for span, group in groups.values()]}

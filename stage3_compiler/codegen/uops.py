@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from enum import Enum, auto
 from typing import Any
 
-from ..dtype import DType
+from ..dtype import DType, dtypes
 from ..graph.lazy import LazyBuffer
 from ..graph.symbolic import Node, render
 from ..ops import Ops
@@ -39,6 +39,18 @@ class UOps(Enum):
     VEC = auto()  # a vector of lanes: each the scalar srcs[0], or lane k srcs[k] (codegen/vectorize.py)
     GEP = auto()  # one lane of the vector srcs[0]; arg: the lane
     SHUFFLE = auto()  # some lanes of the vector srcs[0], a vector of its own; arg: their indices
+
+
+IDENTITY = {Ops.REDUCE_ADD: 0, Ops.REDUCE_MUL: 1}
+# the binary op that folds two of a reduction's values (a bool's sum is an OR, its product an AND)
+COMBINE = {Ops.REDUCE_ADD: (Ops.ADD, Ops.OR), Ops.REDUCE_MUL: (Ops.MUL, Ops.AND), Ops.REDUCE_MAX: (Ops.MAX, Ops.OR)}
+
+
+def reduce_identity(op: Ops, dtype: DType):
+    """The value a reduction starts from: what folding it in changes nothing."""
+    if op in IDENTITY:
+        return IDENTITY[op] if dtype is not dtypes.bool else bool(IDENTITY[op])
+    return float("-inf") if dtype.is_float else (0 if dtype is dtypes.bool else -(2 ** (8 * dtype.itemsize - 1)))
 
 
 class LoopKind(Enum):

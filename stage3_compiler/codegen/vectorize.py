@@ -29,7 +29,7 @@ GEPs), which the C compiler turns into shuffles, a transpose in registers. One Z
 floats written as 8-row panels: 1.1 ms with scalar stores, 0.43 with these (a plain copy: 0.31).
 
 A kernel whose reduce loop is unrolled (UNROLL) has a third kind of vector: across its terms
-(`pack_terms`). Attention's backward (and FlashAttention's forward, lower.Lowerer.softmax_block) takes
+(`pack_terms`). Attention's backward (and FlashAttention's forward, softmax.softmax_block) takes
 16 keys a pass, and each key's term is one scalar, computed from a score and an exp, that every lane
 of the row broadcasts. Those 16 scalars are one computation key by key, so they are matched as the
 lanes of one vector, as above, with a few more leaves: the keys' scores (nested sums, each already a
@@ -312,7 +312,7 @@ class Vectorizer:
 
     def fold_lanes(self, root: UOp, leaves: list[UOp], op: Ops) -> None:
         """A pairwise tree over the lanes of one packed vector (an online softmax's block of keys: their
-        max, the sum of their exps; lower.Lowerer.softmax_block) folded as vectors: the even lanes with
+        max, the sum of their exps; softmax.softmax_block) folded as vectors: the even lanes with
         the odd ones, a vector half as wide a level, the scalar tree's pairs in its order (the same
         bits). ADD adds; MAX is the tree's `b < a ? a : b`, a mask and a select lane by lane."""
         if not leaves or any(id(u) not in self.vector_of for u in leaves):

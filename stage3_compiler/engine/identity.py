@@ -51,7 +51,7 @@ def structure(item: ScheduleItem, stored: set[int], found: set | None = None) ->
         if id(b) not in outputs and (b.buffer is not None or id(b) in stored):
             inputs.append(b)
             record: tuple = ("LOAD", b.dtype.name, b.shape, const_key(b.arg) if b.op is Ops.CONST else None,
-                             holds_iota(b))  # (an index compared with an iota is a lookup: Lowerer.picked)
+                             holds_iota(b))  # (an index compared with an iota is a lookup: codegen/lookup.picked)
         elif b.op is Ops.CONST:
             record = ("CONST", const_key(b.arg), b.dtype.name, b.shape)
         else:

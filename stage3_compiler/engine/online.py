@@ -25,8 +25,8 @@ attention is recorded as one op instead, whose rule recomputes them from the log
 
 Key by key, each term takes one exp: where x_j raises the max, its own factor is e^0 = 1 and the
 rescale is e^(m_old - x_j); otherwise the rescale is 1 and the factor e^(x_j - m_old). Either way it is
-e^-|x_j - m_old| (codegen/lower.Lowerer.softmax_term). On the CPU the loop takes 16 keys a pass
-instead (Lowerer.softmax_block, heuristics.online_block): their max, the row's new max, one rescale for
+e^-|x_j - m_old| (codegen/softmax.softmax_term). On the CPU the loop takes 16 keys a pass
+instead (softmax.softmax_block, heuristics.online_block): their max, the row's new max, one rescale for
 the block and 16 terms e^(x_j - m), which the vectorizer computes as one vector (vectorize.pack_terms).
 Under a causal mask the loop stops at the query's own key (codegen/ranges.py).
 

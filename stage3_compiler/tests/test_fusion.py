@@ -160,7 +160,7 @@ def test_online_softmax_rescales_when_the_row_max_grows(online):
 
 
 def test_a_block_of_keys_keeps_a_nan_score_in_its_rows(online):
-    # 16 keys a pass (Lowerer.softmax_block), whose max lets a NaN score pass: the NaN's own term makes
+    # 16 keys a pass (softmax.softmax_block), whose max lets a NaN score pass: the NaN's own term makes
     # its rows NaN, as the softmax does; the rows the causal mask keeps it from stay finite
     q, k, v = realized(1, 2, 48, 8), realized(1, 2, 48, 9)[..., :8].contiguous(), realized(2, 1, 48, 8)
     keys = k.numpy()

@@ -153,7 +153,7 @@ def test_the_backward_packs_16_keys_exps_into_one_vector_with_the_same_bits(onli
 
 
 def test_the_forward_folds_a_blocks_max_and_sum_as_vectors_with_the_same_bits(online, monkeypatch):
-    # Lowerer.softmax_block takes 16 keys a pass; their max and the sum of their exps are pairwise trees
+    # softmax.softmax_block takes 16 keys a pass; their max and the sum of their exps are pairwise trees
     # over the packed vector's lanes, which vectorize.fold_lanes folds as vectors (the even lanes with
     # the odd ones, half as wide a level): no scalar select is left but the last pair's, and the bits are
     # the scalar trees'. Scores spread wide, so that rows' maxima move from block to block.

@@ -90,7 +90,7 @@ def test_lanes_that_gather_or_take_a_max_stay_scalar():
 
 def test_an_embedding_lookup_loads_its_row_as_vectors():
     # sum_r where(idx[t] == r, w[r, c], 0) with r arange's: no loop over r, one vector load a 16 columns
-    # of w's row idx[t] (Lowerer.picked), by the index the kernel loaded
+    # of w's row idx[t] (codegen/lookup.picked), by the index the kernel loaded
     w = rand(32, 64)
     idx = Tensor(np.random.default_rng(1).integers(0, 32, (16,)))
     item, stored = last_item(w[idx])
