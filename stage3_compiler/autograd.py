@@ -18,8 +18,8 @@ slow. Wrong: a formula picks between branches with `where`, and the branch it di
 0 * inf back where that branch overflows; tanh's e^t - 1 divides by log(e^t), which is 0 for tiny t,
 so tanh'(1e-9) came out NaN (nanochat's soft-capped logits are that small after its zero-initialized
 head, and its training stopped at NaN), and sigmoid'(-100) was inf / inf. Slow: gelu's erfc formula
-differentiated op by op was a backward kernel of about 270 ops an element, 5.3 ms a layer of the
-nanoGPT CPU step; its written-out derivative, Phi(x) + x phi(x), is about as cheap as the forward.
+differentiated op by op was a backward kernel of about 270 ops an element; its written-out derivative,
+Phi(x) + x phi(x), is about as cheap as the forward (benchmarks/results/stage3_rule_measurements.md).
 
 `backward()` orders the graph with an iterative depth-first search (no recursion limit, the same
 order every run), then walks it from the output back, calling one rule per parent that needs a

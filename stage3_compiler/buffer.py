@@ -21,15 +21,16 @@ _alloc = ffi.new_allocator(should_clear_after_alloc=False)
 
 # Freed blocks by size, for the next buffer of that size: a training step frees and allocates the
 # same sizes every step, and a fresh large block (malloc maps new pages for it) costs a page fault
-# per 4 KiB on its first write, measured at ~10% of a nanoGPT step's kernel time. At most
-# POOL_LIMIT bytes wait here; beyond that a freed block goes back to malloc.
+# per 4 KiB on its first write, a measurable share of a training step's kernel time
+# (benchmarks/results/stage3_rule_measurements.md). At most POOL_LIMIT bytes wait here; beyond that
+# a freed block goes back to malloc.
 _pool: dict[int, list] = {}
 _pooled = [0]
 POOL_LIMIT = 0 if os.environ.get("SITP_SANITIZE") else 1 << 30  # ASan sees a reused block as live
 # A buffer starts on a cache line, which is one AVX-512 vector: cffi's blocks below about 1 MB start 16
-# or 32 bytes into one, and then every vector load of a kernel straddles two lines (a matmul tile
-# with its operands 16 bytes off: 227 -> 202 GFLOP/s, one Xeon core). Under ASan a block is exactly
-# its size, so that a read one byte past it is caught.
+# or 32 bytes into one, and then every vector load of a kernel straddles two lines, which slows a
+# matmul tile (benchmarks/results/stage3_rule_measurements.md). Under ASan a block is exactly its
+# size, so that a read one byte past it is caught.
 ALIGN = 1 if os.environ.get("SITP_SANITIZE") else 64
 
 

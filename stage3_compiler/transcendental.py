@@ -41,9 +41,8 @@ Why these formulas:
 - e^r, r in [0, ln2) once reduced, is a polynomial (degree 6 in float32, 11 in float64, through
   e^r at the interval's Chebyshev points), not EXP2 of r log2 e: EXP2 would reduce its argument a
   second time (round it, take the fraction, its own polynomial, two scalings, the checks of its
-  range), and in float64 it is a libm call that runs one value at a time. On one Xeon core, 1M
-  float32s: exp 1.12-1.18 -> 0.95-0.98 ms, tanh 1.86 -> 1.50-1.57, a softmax over rows of 4096
-  2.60-2.66 -> 1.98-2.23; 1M float64 exps 11.4-12.6 -> 2.6-3.7 ms.
+  range), and in float64 it is a libm call that runs one value at a time; the polynomial made exp,
+  tanh and softmax faster, float64's exp most (benchmarks/results/stage3_log.md, 2026-11-27).
 - erfc(z) = exp(-z^2) * erfcx(z), with erfcx(z) (z + 3) a Chebyshev series in s = (z - 3)/(z + 3)
   over all z >= 0 (the map of Numerical Recipes' erfccheb; the coefficients are our own, below),
   summed as a polynomial in s (the series converted exactly): Horner's rule takes two ops a term,
@@ -51,19 +50,17 @@ Why these formulas:
   exp(-z^2) is exp(-zh^2) * exp(-(z - zh)(z + zh)) with zh = z on a coarse grid so that zh^2 is
   exact: z^2 rounded once would cost about z^2 / 2 ulp (40 at float32's underflow). The first
   factor is 2^n e^r by Cody-Waite, the second's argument t is small (under 0.14), so e^r e^t is
-  one exp2 of (r + t) log2 e (the sum rounds by half an ulp of 1): two exp2 in all, not three. On one
-  Zen 5 core, 393k float32s (nanoGPT's CPU config), gelu's kernel went from 0.66 to 0.58 ms and its
-  derivative's from 0.68 to 0.59 ms; their worst errors went from 3.1 to 2.9 eps (float32) and from
-  3.4 to 3.0 (float64). Then that exp2 became a polynomial in r + t, which lies in (-0.14, 0.83):
-  EXP2 reduced its argument again and checked its range. The worst errors stayed the same to 0.01
-  eps; on one Xeon core the kernels went from 0.76 to 0.62 ms (gelu) and from 0.84 to 0.65 ms
-  (its derivative's, with the gradient's product).
+  one exp2 of (r + t) log2 e (the sum rounds by half an ulp of 1): two exp2 in all, not three, which
+  made gelu's kernel and its derivative's faster; their worst errors went from 3.1 to 2.9 eps
+  (float32) and from 3.4 to 3.0 (float64). Then that exp2 became a polynomial in r + t, which lies in
+  (-0.14, 0.83): EXP2 reduced its argument again and checked its range. The worst errors stayed the
+  same to 0.01 eps, and both kernels got faster again (benchmarks/results/stage3_rule_measurements.md).
 - gelu and its derivative take Phi(-|x|) = erfc(|x| / sqrt 2) / 2 from erfc for all x: Phi(-|x|)
   <= 1/2, so Phi(|x|) = 1 - Phi(-|x|) does not cancel, and erf's Taylor branch near 0 (which 1 - erfc
   would cancel in erf itself) bought gelu nothing but a second formula computed beside the first in
   every lane. With Horner's rule above, gelu's worst error went from 2.8 to 3.1 eps and its
-  derivative's from 1.7 to 2.1 (float32; 1.8 to 3.0 in float64), and both kernels took 16% less
-  time (the Xeon of benchmarks/results/stage3_log.md).
+  derivative's from 1.7 to 2.1 (float32; 1.8 to 3.0 in float64), and both kernels got faster
+  (benchmarks/results/stage3_log.md, 2026-11-27).
 - gelu uses Phi(x) = erfc(-x / sqrt 2) / 2 and takes exp(-x^2/2) from x itself, not from the
   rounded x / sqrt 2: torch's 0.5 x (1 + erf(x / sqrt 2)) cancels to -0 below x = -5.5 (float32)
   or -8.4 (float64) where the true value is tiny but representable.
@@ -74,8 +71,8 @@ Why these formulas:
 - Rounding to an integer is (t + 1.5 * 2^(p-1)) - 1.5 * 2^(p-1) in the float's own p-bit format;
   it needs IEEE adds that are not reassociated (C without -ffast-math, CUDA by default).
 - The powers of two the formulas scale by, 2^n for an integer n, are POW2: the float's exponent
-  bits, not EXP2's polynomial. The same values (both exact), a third fewer ops in exp; a softmax's
-  sum of exps ran 21% faster on a Zen 5 core.
+  bits, not EXP2's polynomial. The same values (both exact), a third fewer ops in exp, so a
+  softmax's sum of exps runs faster (benchmarks/results/stage3_rule_measurements.md).
 """
 
 from __future__ import annotations

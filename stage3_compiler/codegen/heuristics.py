@@ -67,11 +67,11 @@ def matmul_tile(item: ScheduleItem, renderer: Renderer, stored: set[int] | None 
     (AVX-512), 6 x 16 where it has 16 (AVX2; 4 x 16 where 6 does not divide the rows), 4 x 8 on a GPU
     (registers per thread: renderer.tile).
     {} when it is not a matmul, or when neither operand is contiguous along an output axis (the
-    scheduler copies a weight read transposed so that one is: layouts.copy_transposed). Measured on
-    a Zen 4 core, 768 x 512 x 128: the old 4 x 8 tile 44 GFLOP/s, 8 x 16 101; a weight read along K
-    (x @ w.T) 37 (the tile's sizes on Zen 5: cpu/renderer.py). A symbolic axis takes no lanes (its
-    length is known at launch): a matmul over a symbolic number of rows (a whole sequence of symbolic
-    length) gets a tile of one row and rows x cols columns, as a product of one row does."""
+    scheduler copies a weight read transposed so that one is: layouts.copy_transposed). The tile beat
+    a narrower one, and a weight read along K ran slowest (benchmarks/results/stage3_rule_measurements.md).
+    A symbolic axis takes no lanes (its length is known at launch): a matmul over a symbolic number of
+    rows (a whole sequence of symbolic length) gets a tile of one row and rows x cols columns, as a
+    product of one row does."""
     r = item.reduce
     src, shape = r.srcs[0], r.shape
     if not src.is_base or not (src.op is Ops.MUL or selected_product(src)):
@@ -97,8 +97,9 @@ def matmul_tile(item: ScheduleItem, renderer: Renderer, stored: set[int] | None 
         if not one_row and stored is not None and renderer.narrow_tiles and computed(a, stored) and fixed(shape[n], 32):
             # a is computed in the loop (a cheap expression the scheduler recomputes: engine/schedule.CHEAP),
             # once per pass: all n columns in one pass compute each value once, one row a pass keeps the
-            # accumulators in registers. One Zen 3 core, 12x4 heads of 64x64 @ 64x32 with attention's
-            # probabilities computed in the loop (as the scheduler did then): 4x16 5.2 ms, 1x32 2.9.
+            # accumulators in registers. With attention's probabilities computed in the loop, one row of 32
+            # columns beat a 4 x 16 tile, which computed each of them once per 16 columns
+            # (benchmarks/results/stage3_rule_measurements.md).
             # (the root's axis: a reduction read reshaped, (12, 24) as (2, 6, 24), has fewer along it)
             axis = root_axis(item, n)
             return {axis: item.root.shape[axis]} if axis is not None and item.root.shape[axis] > 1 else {}
@@ -106,12 +107,14 @@ def matmul_tile(item: ScheduleItem, renderer: Renderer, stored: set[int] | None 
         tile = {d: lanes_of(sizes[d], t) for d, t in tile.items()}
         if one_row or tile[root_axis(item, m)] == 1:
             # one row a pass: the tile's outputs all along the columns, a stream of rows x cols floats
-            # of b a step. One Zen 5 core, 1 x 4096 x 1024: 8 columns a pass 2.0 ms, 16 0.62, 256 0.24.
+            # of b a step: the more columns a pass, the longer the run of b's memory each step reads (a
+            # matrix-vector product ran fastest at the widest: benchmarks/results/stage3_rule_measurements.md).
             tile = {n_axis: lanes_of(sizes[n_axis], rows * cols)}
         short = tile[n_axis] < min(WHOLE_ROW_BELOW, cols)  # (a tile of its own width is not short)
         if short and fixed(sizes[n_axis]) and WHOLE_ROW_BELOW <= sizes[n_axis] <= rows * cols:
             # no power of two from 16 up divides the columns (a vocabulary of 78): a pass takes all of them,
-            # one row. nanoGPT's logits, 768 x 78 x 128 on one Zen 5 core: 2 x 8 a pass 0.78 ms, 78 x 1 0.16.
+            # one row, where a narrow tile (2 x 8) ran nanoGPT's logits (768 x 78 x 128) far slower
+            # (benchmarks/results/stage3_rule_measurements.md).
             return {n_axis: sizes[n_axis]}
         if all(u > 1 for u in tile.values()):
             return tile
@@ -194,19 +197,15 @@ def heuristic_opts(item: ScheduleItem, renderer: Renderer, threads: int,
     plan = apply_opts(item, opts, renderer)
     sizes = plan.loop_sizes(item.root.shape)
     steps = numel(item.reduce.srcs[0].shape) // max(numel(item.reduce.shape), 1) if item.reduce is not None else 1
-    # A matmul tile whose B is 4 MiB or more (no longer in L2, barely in L3) reads it in column blocks,
-    # each a K x block panel of at most 512 KiB that stays in L2 while every row uses it. Measured
-    # on Zen 4 at n=2048: 74 GFLOP/s without, 160 with (2 threads); at n=512 it was slower. At
-    # n=1024 (B of 4 MiB) on one Xeon core (2 MiB of L2): 93 GFLOP/s without, 159-165 with.
+    # A matmul tile whose B is large (no longer in L2, barely in L3) reads it in column blocks, each a
+    # K x block panel of at most 512 KiB that stays in L2 while every row uses it; read whole, B comes
+    # from L3 again for every block of rows. (A small B stays in cache whole, and blocks only slow it.)
     # Every column block then reads all of A again: an A over 4 MiB is read in row blocks of at
-    # most 4 MiB too, so what it reads again stays in L3 (which other programs share). One Zen 5
-    # core at n=2048, the 8 x 32 tile: 211 GFLOP/s without blocks, 227-235 with both.
-    # From 2 MiB of B on (PANELS_BYTES), not 4: a B of 2 or 3 MiB did not stay in the Xeon's 2 MiB of L2
+    # most 4 MiB too, so what it reads again stays in L3 (which other programs share).
+    # From 2 MiB of B on (PANELS_BYTES), not 4: a B of 2 or 3 MiB did not stay in a core's 2 MiB of L2
     # either while A streamed past it. A panel of B that alone fills half the budget (K = 4096) is a
-    # block of one: BLOCK(axis, 1) moves the loop over the panels outermost. On the Xeon of
-    # benchmarks/results/stage3_log.md, 1 / 2 threads, jitted with A's packing copy, before -> after:
-    # 2048 x 4096 x 256 66-68 -> 43 ms / 34.6 -> 17.3-17.9; 4096 x 2048 x 256 53-59 -> 39 / 28-29 -> 17.3;
-    # 512 x 1024 x 512 6.4 -> 3.9-4.1 / 3.4-3.6 -> 2.2-2.3.
+    # block of one: BLOCK(axis, 1) moves the loop over the panels outermost. Each of these was measured
+    # on the shapes it is for: benchmarks/results/stage3_rule_measurements.md.
     if len(plan.upcast) == 2 and len(sizes) >= 2 and renderer.loop_blocks:
         (cols_axis, cols), (rows_axis, rows) = plan.upcast.items()
         block = cache_block(sizes[cols_axis], 4 * steps * cols, PANEL_BYTES)
@@ -316,9 +315,9 @@ def transpose_axes(item: ScheduleItem, stored: set[int]) -> dict[int, int]:
     """For a copy (a kernel that only moves data) that reads a buffer transposed (stride 1 along an
     outer axis of its output, a longer one along the last): UPCAST that axis, so that each pass
     reads a cache line's 16 values side by side and writes them to 16 rows, each row's run of
-    memory filled in order. Row by row, each read lands a row of the source apart: Muon's copy of a
-    1024 x 256 matrix transposed, 4 KiB between reads, took 0.6 ms, every load a miss in one set of
-    L1. (A kernel that computes keeps its loop, which the C compiler vectorizes; lanes would stop that.)"""
+    memory filled in order. Row by row, each read lands a row of the source apart: in Muon's copy of a
+    1024 x 256 matrix transposed, 4 KiB between reads, every load is a miss in one set of L1.
+    (A kernel that computes keeps its loop, which the C compiler vectorizes; lanes would stop that.)"""
     shape = item.root.shape
     last = last_axis(shape)
     if last is None or any(not fixed(n) for n in shape):
@@ -334,9 +333,9 @@ def transpose_axes(item: ScheduleItem, stored: set[int]) -> dict[int, int]:
                 v.shape == shape and len(v.st.views) == 1 and v.st.views[0].strides[axis] == 1
                 and abs(v.st.views[0].strides[last]) > 1 for v in views):
             # and 16 rows of the source where they divide and the copy writes one buffer: a 16 x 16 block
-            # a pass, loaded as 16 vectors and stored as 16, transposed in registers (vectorize.py). One
-            # Zen 5 core, a 1024 x 256 weight: 0.54 -> 0.12 ms; with 4 outputs (weights merged into one
-            # kernel) 256 lanes of 4 copies ran slower than 16 (nanoGPT: 0.10 -> 0.15 ms)
+            # a pass, loaded as 16 vectors and stored as 16, transposed in registers (vectorize.py): its
+            # stores whole vectors, not a scalar store an entry. Not with 4 outputs (weights merged into
+            # one kernel): 256 lanes of 4 copies ran slower than 16 (benchmarks/results/stage3_rule_measurements.md)
             # (or a 16 x 8 block, into a matmul's panels 8 wide: 16 vectors of 8 stored)
             second = next((u for u in (TRANSPOSE_LANES, TRANSPOSE_SHORT) if shape[last] % u == 0), None)
             block = second is not None and len(item.outputs) == 1
@@ -353,10 +352,10 @@ def across_axes(item: ScheduleItem, stored: set[int]) -> dict[int, int]:
     axis: UPCAST that axis by 16. The lanes are then vector loads (vectorize.py, where the renderer
     has a vector_width), and a value that does not vary along that axis (a layernorm's per-row scale,
     its square root and reciprocal) is computed once for the 16. Looping along the short axis, the C
-    compiler gathers 8 values a pass at best and recomputes the per-row values at every entry: the
+    compiler gathers 8 values a pass at best and recomputes the per-row values at every entry. The
     layernorm gradients summed over the residual stream, written in a matmul operand's
-    (rows / 8, cols, 8) layout (layouts.py), ran at 10 ns an entry (nanoGPT, one Zen 5 core:
-    0.4-1.1 ms each, 0.2-0.4 upcast; the qkv gradient's concatenation 2.5 ms, 1.25)."""
+    (rows / 8, cols, 8) layout (layouts.py), and the qkv gradient's concatenation ran that way until
+    they took these lanes (benchmarks/results/stage3_rule_measurements.md)."""
     shape = item.root.shape
     last = last_axis(shape)
     if last is None or any(not fixed(n) for n in shape) or shape[last] > SHORT_LAST or 0 in shape:
@@ -385,8 +384,8 @@ def across_axes(item: ScheduleItem, stored: set[int]) -> dict[int, int]:
         return {}
     # the short axis too, as the second: its stores side by side, the lanes transposed in registers.
     # Not where a load pads (a concatenation's pieces): such a load (gated) stays scalar in every lane,
-    # and 128 such lanes a pass ran slower than 16 (nanoGPT's qkv gradient as panels, one Zen 5 core:
-    # 0.90 -> 1.63 ms and 1.23 -> 1.53 ms)
+    # and 128 such lanes a pass ran slower than 16 (nanoGPT's qkv gradient as panels:
+    # benchmarks/results/stage3_rule_measurements.md)
     plain = all(v.is_base or all(view.mask is None for view in v.st.views) for v in views)
     return {best: TRANSPOSE_LANES, **({last: shape[last]} if shape[last] in PANEL_LANES and plain else {})}
 
@@ -399,8 +398,9 @@ def continuing_axes(shape: tuple[int, ...], last: int, steps) -> dict[int, int]:
     """An elementwise kernel whose short last axis reads side by side, and whose run of memory
     continues along another axis (a row-major matrix written as panels of 8 columns, the A of x.T @ y:
     entry [p, k, r] of the copy is x[k, 8p + r]): UPCAST the short axis whole and the continuing one
-    so that a pass reads RUN_FLOATS floats of a row. Panel by panel, each row is a new page for 8
-    floats: 2M floats (8 KiB rows) took 4.6 ms on one Zen 5 core, and 0.6 ms 64 floats a visit.
+    so that a pass reads RUN_FLOATS floats of a row. Panel by panel, each row is a new page for only
+    8 floats; a visit of RUN_FLOATS floats reads 8 times as many for each new page
+    (benchmarks/results/stage3_rule_measurements.md).
     `steps(axis)`: how far each load moves when the axis steps by one (across_axes)."""
     n = shape[last]
     if n not in PANEL_LANES or any(d != 1 for d in steps(last)):
@@ -467,13 +467,12 @@ def split_axis(item: ScheduleItem, parts: int = 8) -> tuple[int, int] | None:
     """The reduce axis SPLIT pays on and its partials: the innermost axis, when it holds at least 16
     terms and every value the reduction reads moves along it by one element of memory (or not at all);
     `parts` partials (a vector register's floats) where they leave each at least 4 terms, else 8 (the
-    terms left over by whole passes go to a short loop of their own: nanoGPT's loss over a vocabulary
-    of 78, 768 rows, had run 8 rows a pass with scalar exps, 0.47 ms a kernel on one Zen 5 core, now
-    0.08). (One Zen 5 core, nanoGPT's step: attention's softmax rows of 64 took 0.4 ms less in 16
-    partials, its dot products over a head of 32 0.9 ms more.)
-    Measured on one Zen 3 core over 12x4x64 rows of 64: a row max 218 us with 8 outputs a pass
-    (UPCAST), 44 us split; softmax's sum of exps 3.3 ms, 0.8 ms; a mean 36, 19 us. (UPCAST and SPLIT
-    together lose the loop vectorizer, which the upcast lanes turn off.)"""
+    terms left over by whole passes go to a short loop of their own, so that nanoGPT's loss over a
+    vocabulary of 78 is split too, not run 8 rows a pass with scalar exps). 16 partials paid on
+    attention's softmax rows of 64 and cost on its dot products over a head of 32 (2 terms a partial).
+    Split, a row max, softmax's sum of exps and a mean each ran faster than with 8 outputs a pass
+    (UPCAST) instead (benchmarks/results/stage3_rule_measurements.md). (UPCAST and SPLIT together
+    lose the loop vectorizer, which the upcast lanes turn off.)"""
     axes = reduce_axes(item)
     n = item.reduce.srcs[0].shape[axes[-1]] if axes else 0
     if not axes or not fixed(n) or n < 16:

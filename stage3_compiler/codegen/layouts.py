@@ -70,9 +70,9 @@ def transposed_operand(b: LazyBuffer, batched: bool = True) -> tuple[LazyBuffer,
     are N and K (a weight, or an expression such as Muon's X in X @ X.T, copied as it is computed)
     read by at least MIN_ROWS rows (when both operands are, the one read by more). A batch of such
     products (attention's q @ k.T, a product a head) is copied too, the batch axes kept in front: each
-    head's dot products over 32 floats had run as 8 partial sums an output, 33 GFLOP/s (nanoGPT, one
-    Zen 5 core). Muon's X @ X.T (256 x 1024) ran at 28 GFLOP/s from X itself, a fifth of nanochat's
-    CPU step."""
+    head's dot products over 32 floats had run as 8 partial sums an output, far below a register
+    tile's speed. Muon's X @ X.T (256 x 1024), read from X itself, had been a large share of
+    nanochat's CPU step (benchmarks/results/stage3_rule_measurements.md)."""
     mul = matmul_product(b)
     if mul is None:
         return None
@@ -117,10 +117,10 @@ def padded_operands(b: LazyBuffer) -> list[LazyBuffer]:
     apart (a 1024- or 2048-wide float32 matrix). A register tile reads several rows at once (the 8
     rows of A) or a new row each step of K (B): all of them fall in one set of the L1 cache, whose 8
     ways cannot hold them, and every load misses. A copy with each row PAD elements longer spreads
-    them over the sets (the packing a hand-written GEMM does): measured on a Zen 4 core at n=2048,
-    43 GFLOP/s without, 84 with. Only for an operand read by at least MIN_ROWS rows: a product with
-    one row (a decoding step's x @ w, a matrix-vector product) reads each value once, and the copy
-    would move twice the bytes the product reads."""
+    them over the sets (the packing a hand-written GEMM does; measured:
+    benchmarks/results/stage3_rule_measurements.md). Only for an operand read by at least MIN_ROWS
+    rows: a product with one row (a decoding step's x @ w, a matrix-vector product) reads each value
+    once, and the copy would move twice the bytes the product reads."""
     mul = matmul_product(b)
     if mul is None:
         return []
@@ -160,17 +160,17 @@ def packed_operands(b: LazyBuffer, renderer: Renderer) -> list[tuple[LazyBuffer,
     """For a CPU matmul with a register tile, its operands worth a packed copy: each read along its
     tile axis (B along the tile's columns, A along its rows), when its base (a weight, or a
     gradient or activation this schedule computes) has only the axes K and that one: (its view, K's
-    axis, the tile axis, the tile's width along it). nanochat's CPU step packed only its weights
-    until the copies took computed operands too: 1059 -> 852 ms on one Zen 5 core (its weight
-    gradients, K = 2048 rows 16 KiB apart, ran at 55 GFLOP/s).
+    axis, the tile axis, the tile's width along it). Computed operands too, not only weights:
+    nanochat's weight gradients read their operands' K = 2048 rows 16 KiB apart, and its CPU step
+    ran faster once those were packed as well.
 
     The tile reads B's `cols` values of one row of K each step, then the next row: K rows a row length
     apart, a new cache line each step, and the same panel again for every block of rows of A (and A
     likewise for every block of columns). From a copy packed panel by panel, (N / cols, K, cols), a
     panel is one run of memory the prefetcher streams (what stage1's packed GEMM rung does by hand).
-    Measured on one Zen 3 core, the weight gradient x.T @ dy (768x128, 768x512): 21 GFLOP/s from dy,
-    42 from its packed copy; x @ w (768x128 @ 128x512): 31-39, 53; x.T @ dy with x 768x512 (its rows
-    2 KiB apart, read 4 at a time): 24 with dy packed, 44 with both."""
+    A weight gradient x.T @ dy and a product x @ w each ran faster from packed copies, and x.T @ dy
+    with x's rows 2 KiB apart faster again with both operands packed
+    (benchmarks/results/stage3_rule_measurements.md)."""
     mul = matmul_product(b)
     if mul is None or not renderer.packed_operands:
         return []

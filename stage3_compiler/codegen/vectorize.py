@@ -25,8 +25,8 @@ A kernel that transposes (a matmul operand packed in panels: (rows / 8, cols, 8)
 (rows, cols)) reads side by side along its first upcast axis and writes side by side along its
 second. Its stores then group along the second axis: the values are matched as vectors along the
 first (one vector load a row), and each store's vector is built from one lane of each (VEC of
-GEPs), which the C compiler turns into shuffles, a transpose in registers. One Zen 5 core, 2M
-floats written as 8-row panels: 1.1 ms with scalar stores, 0.43 with these (a plain copy: 0.31).
+GEPs), which the C compiler turns into shuffles, a transpose in registers: whole vector stores, not
+one scalar store an entry (benchmarks/results/stage3_rule_measurements.md).
 
 A kernel whose reduce loop is unrolled (UNROLL) has a third kind of vector: across its terms
 (`pack_terms`). Attention's backward (and FlashAttention's forward, softmax.softmax_block) takes
@@ -37,8 +37,9 @@ vector of partial sums) are added across (`sums_across`: 16 vectors into one vec
 in the order each sum had), int64 loads and their comparisons (the causal mask from arange's buffer)
 are vectors and masks too, and POW2 (exp's 2^n) has a vector formula in the renderer. The 16 exps are
 then one vector exp, with the same bits lane by lane as the scalar code had. The forward's block max
-and sum of exps, pairwise trees over those lanes, are folded as vectors too (`fold_lanes`). On one Xeon core,
-nanoGPT's attention backward fell from 6.6 to 1.5 ms so (benchmarks/results/stage3_online_softmax.md).
+and sum of exps, pairwise trees over those lanes, are folded as vectors too (`fold_lanes`). Key by key,
+each exp ran alone in scalar code, which made attention's backward with the online pass far slower
+(benchmarks/results/stage3_online_softmax.md, stage3_rule_measurements.md).
 
 A vector UOp has `lanes` > 1: its value is that many entries of its dtype side by side.
 """
@@ -244,9 +245,9 @@ class Vectorizer:
             vectors = [self.new(UOps.ALU, total.dtype, tuple(vectors[i:i + 2]), Ops.ADD, lanes=w)
                        if i + 1 < len(vectors) else vectors[i] for i in range(0, len(vectors), 2)]
         # The lanes' pairwise tree, (l0 + l1) + (l2 + l3)..., a level at a time: the even lanes plus the odd
-        # ones, a vector half as wide, until two are left. One Xeon core, nanoGPT's attention forward and
-        # backward with the online pass (six such sums a pair of positions): 15.0 ms with one lane out and one add
-        # at a time, 12.8 ms so (benchmarks/results/stage3_online_softmax.md).
+        # ones, a vector half as wide, until two are left: a few vector adds in the scalar tree's order (the
+        # same bits), where taking each lane out and adding it costs an extract and an add a lane; attention
+        # with the online pass has six such sums a pair of positions (benchmarks/results/stage3_online_softmax.md).
         summed = self.halving(vectors[0], lambda a, b, lanes: self.new(UOps.ALU, total.dtype, (a, b), Ops.ADD,
                                                                         lanes=lanes))
         self.replace_at[id(total)] = summed

@@ -32,14 +32,14 @@ LIBM = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SQRT: "sqrt", Ops.SIN: "sin"}
 # 2**x for float32, within 1 ulp of 2**x rounded once from float64 for every one of the 2**32
 # floats (`python -m benchmarks.exp2f_check` runs them all in C, with our flags). Unlike a call
 # into libm it is a formula, so a loop of it is vectorized (with -fno-trapping-math the selects
-# below become blends): a GELU kernel runs 13x faster. 2**x = 2**n * 2**f with n = round(x) and f
-# in [-0.5, 0.5]; 2**f by its Taylor series to degree 7 (truncation error below 1e-8), in float: in
-# double, each vector of 8 floats was two of 4 doubles and their conversions, and an exp kernel
-# took 3.6 ns an element on a Zen 3 core, 1.9 in float; 2**n as two power-of-two factors, so the
+# below become blends); with libm's call a GELU kernel's loop stayed scalar and far slower.
+# 2**x = 2**n * 2**f with n = round(x) and f in [-0.5, 0.5]; 2**f by its Taylor series to degree 7
+# (truncation error below 1e-8), in float: in double, each vector of 8 floats was two of 4 doubles and
+# their conversions, which made an exp kernel slower; 2**n as two power-of-two factors, so the
 # subnormal results round once and 2**128 overflows to inf as it should. Below -151 the answer is 0
 # (under half the smallest subnormal): such a lane (a masked softmax entry, exp(-inf)) computes from
 # c = 0 and is replaced, because the subnormal arithmetic it would do takes a microcode assist an
-# op: a causal softmax's sum of exps (half its entries masked) ran in 0.81 ms, now 0.45 (Zen 5 core).
+# op, and a causal softmax masks half its entries (benchmarks/results/stage3_rule_measurements.md).
 EXP2F = r"""#ifndef SITP_EXP2F
 #define SITP_EXP2F
 static inline __attribute__((always_inline)) float sitp_exp2f(float x) {
@@ -60,8 +60,8 @@ static inline __attribute__((always_inline)) float sitp_exp2f(float x) {
 # A formula, not libm's call, so a loop of it is vectorized. x = m 2^e with m in [sqrt 1/2, sqrt 2)
 # (a subnormal scaled by 2^23 first), and log2 m = 2 atanh(s) / ln 2 with s = (m - 1) / (m + 1),
 # |s| < 0.172, an odd series to s^13 (its first dropped term is below 1e-11 of the sum), in double, so
-# that s and the sum with e round once, at the end. One Xeon core, a loop over 64k floats: 0.85 ns an
-# element, libm's log2f 2.0.
+# that s and the sum with e round once, at the end. Vectorized, it beats libm's log2f
+# (benchmarks/results/stage3_rule_measurements.md).
 LOG2F = r"""#ifndef SITP_LOG2F
 #define SITP_LOG2F
 static inline __attribute__((always_inline)) float sitp_log2f(float x) {
@@ -81,8 +81,9 @@ static inline __attribute__((always_inline)) float sitp_log2f(float x) {
 
 # 2**x for an integer x (a fraction is dropped, toward 0): the power of two the math formulas scale
 # by (transcendental.py's 2^n), EXP2F above without its polynomial. Two power-of-two factors, so a
-# subnormal result rounds once and 2**128 (2**1024) overflows to inf; NaN stays NaN. Where exp took
-# sitp_exp2f(n) for its 2^n, a softmax's sum of exps ran 21% faster (one Zen 5 core, the same bits).
+# subnormal result rounds once and 2**128 (2**1024) overflows to inf; NaN stays NaN. Exp takes it for
+# its 2^n, not sitp_exp2f(n): the same bits without a polynomial, so a softmax's sum of exps runs
+# faster (benchmarks/results/stage3_rule_measurements.md).
 POW2 = r"""#ifndef SITP_POW2
 #define SITP_POW2
 static inline __attribute__((always_inline)) float sitp_pow2f(float x) {
@@ -144,17 +145,16 @@ def fused_multiply_adds(kernel: Kernel) -> bool:
     """May gcc fuse this kernel's a*b + c into one instruction (an FMA, one rounding)? Only where the
     only such sums are its reduction's own acc + a*b: a matmul's, as every BLAS computes it. Its
     product and add were two instructions on two of the core's ports (compiler.FLAGS keeps them
-    apart), so an Intel core with two FMA ports ran nanoGPT's matmul tiles at half its peak: 124
-    GFLOP/s, 227 fused (one Xeon core, AVX-512). Any other multiply feeding an add (an epilogue's,
-    a layernorm computed into an operand, the polynomial of EXP2F) keeps the flag off for the whole
-    kernel: the same formula computed in another kernel must give the same bits (a max's gradient
-    finds the maximum by ==).
+    apart), so a core whose adds run on its two FMA ports ran nanoGPT's matmul tiles at half its
+    peak (benchmarks/results/stage3_rule_measurements.md). Any other multiply feeding an add (an
+    epilogue's, a layernorm computed into an operand, the polynomial of EXP2F) keeps the flag off for
+    the whole kernel: the same formula computed in another kernel must give the same bits (a max's
+    gradient finds the maximum by ==).
 
     But for FlashAttention's kernels (`Kernel.nested`: sums computed in their terms), which compute
     values no kernel stores (each pair's score, exp, dp) into attention's output and gradients, which
-    nothing compares with another kernel's by ==: their dot products, exps and sums fuse too. One
-    Xeon core, nanoGPT's attention compiled alone: the forward 0.67 -> 0.55 ms, the backward 1.42 ->
-    1.20 (benchmarks/results/stage3_online_softmax.md)."""
+    nothing compares with another kernel's by ==: their dot products, exps and sums fuse too, and
+    both kernels run faster so (benchmarks/results/stage3_online_softmax.md)."""
     if not on(Pass.FMA):
         return False
     if kernel.nested:
@@ -328,7 +328,7 @@ class CRenderer(Renderer):
         """THREAD: the kernel runs its part function once per thread, each taking a slice of the
         outermost loop. (An OpenMP loop written around the kernel's own loops is outlined into a
         function that reads the buffers through a struct: their `restrict` is lost, and a matmul
-        tile ran 7x slower so.)"""
+        tile ran far slower so.)"""
         args = ", ".join([*(f"data{i}" for i in range(len(kernel.buffers))), *(v.name for v in kernel.variables)])
         return [f"{self.kernel_prefix}void {kernel.name}({', '.join(self.params(kernel))}) {{",
                 f"  #pragma omp parallel for num_threads({kernel.threads}) schedule(static)",
@@ -340,12 +340,12 @@ class CRenderer(Renderer):
             return []
         # An upcast kernel's lanes are vectorized as one block (gcc's SLP); left on, gcc's loop
         # vectorizer vectorizes the reduction loop instead, across strided loads: a matmul's
-        # backward ran 10x slower that way. (Other compilers ignore the pragmas.) push/pop keep
+        # backward ran far slower that way. (Other compilers ignore the pragmas.) push/pop keep
         # the setting to this kernel when several share one file (compiler.compile_kernels).
         slp = kernel.upcast > 1
         # SPLIT's loop over the partials: gcc's PRE pass rewrites a negated select chain in it (a
         # softmax backward's row sum, with the causal mask) into a shape its if-conversion refuses,
-        # and the loop stays scalar (5.4 ms; vectorized without PRE: see opts.SPLIT)
+        # and the loop stays scalar (it vectorizes without PRE: see opts.SPLIT)
         no_pre = any(u.op is UOps.ACCS for u in kernel.uops)
         # gcc 12.2 miscompiles a loop that converts values it loads backwards, after it unrolled an
         # inner loop completely: the sum of a flipped (3, 4) int tensor as floats came out -12, not

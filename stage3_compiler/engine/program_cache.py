@@ -3,13 +3,13 @@ found again by a later process instead of lowered again.
 
 realize keeps Programs by the kernel's identity (identity.kernel_key) for the life of a process, and
 the compiled libraries stay on disk (cpu/compiler.py), but a new process still lowers and renders
-every kernel it meets before it can ask the disk for the library: ~15 ms of Python a kernel, most of a
-warm first training step. Here the lowered Kernel, its source and its argument slots are pickled
-under a hash of the identity key, the renderer (its class and settings) and the machine (compiler and
-CPU: machine_key) together with a hash of this package's own source, so a change to the compiler
-makes every entry unreachable instead of wrong. A key that does not pickle to the same bytes again
-only misses (the kernel is lowered as before); the entry also holds the pickled key, compared on load.
-Not under BEAM: searched options are kept by search.py.
+every kernel it meets before it can ask the disk for the library, and that Python is most of a warm
+first training step (benchmarks/results/stage3_rule_measurements.md). Here the lowered Kernel, its
+source and its argument slots are pickled under a hash of the identity key, the renderer (its class
+and settings) and the machine (compiler and CPU: machine_key) together with a hash of this package's
+own source, so a change to the compiler makes every entry unreachable instead of wrong. A key that
+does not pickle to the same bytes again only misses (the kernel is lowered as before); the entry also
+holds the pickled key, compared on load. Not under BEAM: searched options are kept by search.py.
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ computed inside the kernel that reads it, as an expression, and never stored). T
   layernorm's rsqrt of the variance, is recomputed). That holds for attention's probabilities too,
   read by the product with v: recomputed in that kernel's loop, one row a pass shares each exp
   between the 32 columns, but the exps run one at a time there, where a kernel that stores them
-  runs them 16 to a vector (nanoGPT's CPU step: 57 ms with them recomputed, 52 stored, one Zen 5
-  core; benchmarks/results/stage3_cpu_step.md);
+  runs them 16 to a vector (nanoGPT's CPU step is faster with them stored:
+  benchmarks/results/stage3_cpu_step.md);
 - an elementwise base whose work (`work`: each op once) is more than EXPENSIVE is realized when
   more than one kernel would compute it: nanochat's soft-capped logits (a tanh) were recomputed in
   the loss's row max, its sum of exps, its picked logit and the backward, four passes of 8M tanhs
@@ -22,8 +22,8 @@ computed inside the kernel that reads it, as an expression, and never stored). T
   that reader becomes the kernel, with the reduction's loop inside it (`relu(x @ w + b)`: the
   matmul's sum and the bias and the relu in one kernel), unless the reduction is a matmul and the
   reader costs more than EPILOGUE ops: GELU's derivative (about 140 ops) inside the product's
-  register tile made nanoGPT's backward kernel 25 ms where the product and a separate elementwise
-  kernel take 1.4 + 1.9;
+  register tile made nanoGPT's backward kernel far slower than the product and a separate
+  elementwise kernel together (benchmarks/results/stage3_log.md, 2026-11-25);
 - a matmul that reads a 2-D weight along the summed axis (x @ w.T) reads a transposed copy of it
   instead, which the scheduler adds (codegen/layouts.py): the copy is small, and the product then
   runs from vector registers (codegen/heuristics.matmul_tile); on the CPU, an operand read along the tile's
@@ -294,8 +294,8 @@ def merge_outputs(items: list[ScheduleItem]) -> list[ScheduleItem]:
     was, so a part joins only if everything else it reads was written before that; an output it
     reads at another index, or inside its reduction loop, would race with the loop writing it, so
     that part stays out. Matmuls do not merge: each computes a register tile, and n tiles in one loop
-    need n times the registers (on AVX2's 16, the four weight gradients of one shape ran 2.6x
-    slower merged than as four kernels: the tiles spilled)."""
+    need n times the registers (on AVX2's 16, the four weight gradients of one shape ran slower
+    merged than as four kernels: the tiles spilled)."""
     produced = {id(o) for it in items for o in it.outputs}
     position = {id(o): i for i, it in enumerate(items) for o in it.outputs}
     kept: list[ScheduleItem] = []

@@ -14,9 +14,9 @@ buffers (the outputs go to scratch buffers, so nothing the program holds is writ
   overruns it by one batch's compile and runs at most;
 - a winner that is not the heuristic options must then beat them by 1% again in a duel: the two
   run in turns, CONFIRM_RUNS each, the least of each counted. A machine whose other programs come
-  and go (a shared 2-core VM: one kernel's runs ranged 6.2-9.5 ms from one process to the next)
-  crowns a candidate by a lucky run; measured in the GEMM leaderboard, such winners had lost 7%
-  to the heuristics at n = 1024 on two threads.
+  and go (a shared VM, where one kernel's runs vary widely from one process to the next) crowns a
+  candidate by a lucky run; in the GEMM leaderboard such winners had lost to the heuristics
+  (benchmarks/results/stage3_rule_measurements.md).
 
 The winner is written to disk (under `$SITP_CACHE/stage3/beam`) by a hash of the kernel's
 unoptimized source (engine/identity.search_key), the device, the compiler and CPU, and the thread
