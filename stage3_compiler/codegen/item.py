@@ -33,7 +33,7 @@ class OnlineSoftmax:
 class ScheduleItem:
     """One kernel: the base it writes, and the reduction whose loop it holds (or None). A kernel may
     write more bases of the root's shape in the same loops (`also`), and fold more reductions over
-    the same axes in its reduction loop (`also_reduces`): see engine/schedule.merge_outputs."""
+    the same axes in its reduction loop (`also_reduces`): see engine/merge.merge_outputs."""
 
     root: LazyBuffer
     reduce: LazyBuffer | None

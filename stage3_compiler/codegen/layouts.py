@@ -30,6 +30,13 @@ def matmul_product(b: LazyBuffer) -> LazyBuffer | None:
     return None if mul.buffer is not None or any(s.is_base for s in mul.srcs) else mul
 
 
+def reads_recomputed(b: LazyBuffer) -> bool:
+    """Is the matmul b a product of recomputed bases (FlashAttention's), or recomputed itself? It reads
+    no copied operand: its kernel takes one row a pass (heuristics.matmul_tile), which no panel helps.
+    Two of them over one loop share a kernel, which computes what both recompute once (dk and dv: p)."""
+    return b.recomputed or any(s.base.recomputed for s in b.srcs[0].srcs)
+
+
 def concrete(v: LazyBuffer) -> bool:
     """Is the view's base of a concrete shape? A base of any kind may be copied: a weight in memory, or
     an expression or a product of this schedule (an activation, a gradient), copied as it is computed."""

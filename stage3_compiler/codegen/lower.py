@@ -453,7 +453,7 @@ def kernel_name(item: ScheduleItem, plan: LoopPlan, reduce_shape: tuple, lookup:
     name += "".join(f"_S{n}" for n in plan.split.values())
     name += "".join(f"_B{b}" for b in plan.block.values())
     name += f"_T{plan.threads}" if plan.threads > 1 else ""
-    name += f"_O{len(item.outputs)}" if item.also else ""  # several outputs (engine/schedule.merge_outputs)
+    name += f"_O{len(item.outputs)}" if item.also else ""  # several outputs (engine/merge.merge_outputs)
     name += "_lookup" if lookup else ""
     if item.reduce is not None and 0 in item.reduce.srcs[0].shape:
         name += "_empty"

@@ -26,7 +26,7 @@ values sit in registers, which loop runs on which thread, and what stays in cach
 - On a kernel whose loops run to a symbolic size (graph/symbolic.Variable), UPCAST, BLOCK, UNROLL
   and SPLIT take only axes of concrete size; THREAD slices a symbolic outer loop at launch.
 - LOCAL and GROUP (GPU block tiles in shared memory, split reductions) are named here but are not
-  options: the CUDA renderer applies GROUP by a rule of its own (cuda/renderer.group_shape), and LOCAL
+  options: the CUDA renderer applies GROUP by a rule of its own (cuda/group.group_shape), and LOCAL
   is not built.
 
 `heuristics.py` picks options by hand-written rules (what realize uses unless BEAM is set);

@@ -42,7 +42,7 @@ def accepts(*flag: str) -> bool:
                           input=b"int x;", capture_output=True).returncode == 0
 
 
-# Where a kernel lets gcc fuse a*b + c into one FMA (renderer.fused_multiply_adds), it must fuse every
+# Where a kernel lets gcc fuse a*b + c into one FMA (codegen/fma.fused_multiply_adds), it must fuse every
 # such pair, whatever the CPU: gcc's tuning for AMD's Zen cores otherwise keeps the multiply and the
 # add apart where the add is a loop's accumulator in vectors of up to 256 bits (an FMA's latency is
 # longer than an add's), but not in wider vectors nor in unrolled scalar code. Then the same matmul

@@ -14,12 +14,12 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..codegen.fma import fused_multiply_adds
 from ..codegen.renderer import Renderer
 from ..codegen.uops import Kernel, Loop, LoopKind, UOp, UOps
 from ..dtype import DType, dtypes
 from ..graph.symbolic import Node, descends, render
 from ..ops import Ops
-from ..passes import Pass, on
 
 CTYPES = {"bool": "unsigned char", "int32": "int", "int64": "long long", "float32": "float", "float64": "double"}
 UNSIGNED = {"int32": "unsigned int", "int64": "unsigned long long"}
@@ -133,46 +133,6 @@ class Source:
 def clamped(index: str, bound: int) -> str:
     """An index as C, held inside [0, bound] (the C compiler computes it once)."""
     return f"(({index})<0?0:({index})>{bound}?{bound}:({index}))"
-
-
-def adds_a_product(u: UOp) -> bool:
-    """Is u a float reduction's step acc + a*b (an UPDATE adding a MUL)?"""
-    return u.op is UOps.UPDATE and u.arg is Ops.REDUCE_ADD and u.dtype.is_float and \
-        u.srcs[1].op is UOps.ALU and u.srcs[1].arg is Ops.MUL
-
-
-def fused_multiply_adds(kernel: Kernel) -> bool:
-    """May gcc fuse this kernel's a*b + c into one instruction (an FMA, one rounding)? Only where the
-    only such sums are its reduction's own acc + a*b: a matmul's, as every BLAS computes it. Its
-    product and add were two instructions on two of the core's ports (compiler.FLAGS keeps them
-    apart), so a core whose adds run on its two FMA ports ran nanoGPT's matmul tiles at half its
-    peak (benchmarks/results/stage3_rule_measurements.md). Any other multiply feeding an add (an
-    epilogue's, a layernorm computed into an operand, the polynomial of EXP2F) keeps the flag off for
-    the whole kernel: the same formula computed in another kernel must give the same bits (a max's
-    gradient finds the maximum by ==).
-
-    But for FlashAttention's kernels (`Kernel.nested`: sums computed in their terms), which compute
-    values no kernel stores (each pair's score, exp, dp) into attention's output and gradients, which
-    nothing compares with another kernel's by ==: their dot products, exps and sums fuse too, and
-    both kernels run faster so (benchmarks/results/stage3_online_softmax.md)."""
-    if not on(Pass.FMA):
-        return False
-    if kernel.nested:
-        return True
-
-    def product(u: UOp) -> bool:
-        u = u.srcs[0] if u.op is UOps.ALU and u.arg is Ops.NEG else u
-        return u.op is UOps.ALU and u.arg is Ops.MUL and u.dtype.is_float
-
-    accumulated = False
-    for u in kernel.uops:
-        if adds_a_product(u):
-            accumulated = True
-        elif u.op is UOps.ALU and u.arg in (Ops.ADD, Ops.SUB) and u.dtype.is_float and any(map(product, u.srcs)):
-            return False
-        elif u.op is UOps.ALU and u.arg in (Ops.EXP2, Ops.POW2, Ops.LOG2):  # inline functions with sums of products
-            return False
-    return accumulated
 
 
 def vector_name(name: str) -> str:

@@ -20,8 +20,9 @@ import numpy as np
 
 from ..codegen.program import CompileError, Program
 from .backend import CupyBackend  # (CuPy itself is imported when the first cuda tensor is made)
+from .group import group_shape, output_size
 from .local import LOCAL_THREADS
-from .renderer import CUDARenderer, group_shape, local_tiles, output_size
+from .renderer import CUDARenderer, local_tiles
 
 THREADS = 128  # per block for the grid-stride kernels; any grid is correct, this one is ordinary
 MAX_BLOCKS = 65535  # enough blocks to fill any GPU; the grid-stride loops cover the rest

@@ -186,7 +186,7 @@ def kernel_dot(items: list, stored: set[int]) -> str:
         for src in loads.values():
             buffers[id(src)] = src
             lines.append(f"  b{id(src)} -> k{i};")
-        for out in item.outputs:  # a kernel may write several bases of one shape (schedule.merge_outputs)
+        for out in item.outputs:  # a kernel may write several bases of one shape (merge.merge_outputs)
             buffers[id(out)] = out
             lines.append(f"  k{i} -> b{id(out)};")
     for key, b in buffers.items():

@@ -29,7 +29,8 @@ from ..autograd import attention_grads
 from ..codegen.lower import lower
 from ..codegen.program import CompileError
 from ..codegen.uops import UOps
-from ..cuda.renderer import CUDARenderer, output_loops
+from ..cuda.group import output_loops
+from ..cuda.renderer import CUDARenderer
 from ..cuda.runtime import launch_shape
 from ..engine import schedule
 from ..engine.schedule import create_schedule

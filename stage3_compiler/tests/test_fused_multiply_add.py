@@ -1,14 +1,14 @@
-"""A reduction's acc + a*b as one fused multiply-add (cpu/renderer.fused_multiply_adds): which kernels
+"""A reduction's acc + a*b as one fused multiply-add (codegen/fma.fused_multiply_adds): which kernels
 gcc may contract, and that a matmul really rounds once a step where the CPU has FMA."""
 
 import numpy as np
 import pytest
 
 from .. import Tensor
+from ..codegen.fma import fused_multiply_adds
 from ..codegen.heuristics import heuristic_opts
 from ..codegen.lower import lower
 from ..cpu import compiler
-from ..cpu.renderer import fused_multiply_adds
 from .test_opts import CPU, last_item, rand
 
 CONTRACT = '#pragma GCC optimize ("fp-contract=fast")'

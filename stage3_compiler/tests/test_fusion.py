@@ -299,7 +299,7 @@ def test_merged_outputs_read_each_other_only_at_their_own_index():
 
 
 def test_matmuls_of_one_shape_stay_apart_and_row_reductions_merge():
-    # each matmul holds a register tile: merged, the tiles would spill (schedule.merge_outputs)
+    # each matmul holds a register tile: merged, the tiles would spill (merge.merge_outputs)
     a, b = realized(32, 24), realized(24, 48)
     c, d = Tensor(a.numpy()[::-1].copy()), Tensor(b.numpy()[:, ::-1].copy())  # the same shapes, other values
     GlobalCounters.reset()
