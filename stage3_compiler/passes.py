@@ -52,37 +52,37 @@ class Pass(Enum):
 @dataclass(frozen=True)
 class PassInfo:
     phase: Phase
-    where: str  # the file that holds the rule
+    where: tuple[str, ...]  # the files that hold the rule (a pass's own, but for `leftover`: the core's loop)
     default: bool  # on unless PASSES says otherwise
     what: str  # what it rewrites, in a line
 
 
 TABLE: dict[Pass, PassInfo] = {
-    Pass.LAYOUTS: PassInfo(Phase.SCHEDULE, "codegen/layouts.py", True,
+    Pass.LAYOUTS: PassInfo(Phase.SCHEDULE, ("codegen/layouts.py",), True,
                            "a matmul reads a transposed, packed or padded copy of an operand"),
-    Pass.MERGE: PassInfo(Phase.SCHEDULE, "engine/merge.py", True,
+    Pass.MERGE: PassInfo(Phase.SCHEDULE, ("engine/merge.py",), True,
                          "kernels of one shape become one kernel with several outputs"),
-    Pass.ONLINE: PassInfo(Phase.GRAPH, "engine/online.py", False,
+    Pass.ONLINE: PassInfo(Phase.GRAPH, ("engine/online.py", "codegen/softmax.py"), False,
                           "FlashAttention: softmax folded into the loop of the sum it weights"),
-    Pass.HEURISTICS: PassInfo(Phase.OPTIONS, "codegen/heuristics.py", True,
+    Pass.HEURISTICS: PassInfo(Phase.OPTIONS, ("codegen/heuristics.py",), True,
                               "register tiles, split sums, cache blocks and threads by rule"),
-    Pass.LEFTOVER: PassInfo(Phase.OPTIONS, "codegen/lower.py", True,
+    Pass.LEFTOVER: PassInfo(Phase.OPTIONS, ("codegen/heuristics.py", "codegen/lower.py"), True,
                             "a split sum whose partials do not divide its terms takes the rest in a loop"),
-    Pass.LOOKUP: PassInfo(Phase.LOWER, "codegen/lower.py", True,
+    Pass.LOOKUP: PassInfo(Phase.LOWER, ("codegen/lookup.py",), True,
                           "a one-hot sum becomes one load at the index (an embedding's rows)"),
-    Pass.RANGES: PassInfo(Phase.LOWER, "codegen/ranges.py", True,
+    Pass.RANGES: PassInfo(Phase.LOWER, ("codegen/ranges.py",), True,
                           "a reduce loop runs over the terms a mask leaves, not all of them"),
-    Pass.SKIP: PassInfo(Phase.LOWER, "codegen/lower.py", True,
+    Pass.SKIP: PassInfo(Phase.LOWER, ("codegen/skipping.py",), True,
                         "a one-hot product tests its conditions once and skips terms no lane selects"),
-    Pass.TREE: PassInfo(Phase.LOWER, "codegen/lower.py", True,
+    Pass.TREE: PassInfo(Phase.LOWER, ("codegen/tree.py",), True,
                         "a short nested sum is written out as a tree of independent adds"),
-    Pass.VECTORIZE: PassInfo(Phase.UOPS, "codegen/vectorize.py", True,
+    Pass.VECTORIZE: PassInfo(Phase.UOPS, ("codegen/vectorize.py",), True,
                              "an upcast kernel's lanes become the CPU's vector registers"),
-    Pass.FMA: PassInfo(Phase.RENDER, "codegen/fma.py", True,
+    Pass.FMA: PassInfo(Phase.RENDER, ("codegen/fma.py",), True,
                        "a multiply-add the order of a sum allows becomes one fused instruction"),
-    Pass.GROUP: PassInfo(Phase.RENDER, "cuda/group.py", True,
+    Pass.GROUP: PassInfo(Phase.RENDER, ("cuda/group.py",), True,
                          "a GPU block's threads share out a reduction's terms"),
-    Pass.LOCAL: PassInfo(Phase.RENDER, "cuda/local.py", True,
+    Pass.LOCAL: PassInfo(Phase.RENDER, ("cuda/local.py",), True,
                          "a GPU block stages a matmul's operand tiles in shared memory"),
 }
 
