@@ -16,20 +16,12 @@ from ..graph.lazy import LazyBuffer, numel
 from ..graph.symbolic import Node, Num, layout, vars
 from ..ops import IR_ELEMENTWISE, IR_REDUCE, Ops
 from ..passes import Pass, on
+from .indexing import strides_of
 from .item import ScheduleItem
 from .opts import Opt, OptOps, apply_opts, outer_loop, reduce_axes
 from .renderer import Renderer
 
 THREAD_MIN_WORK = 1 << 15  # output entries x reduction steps below which a kernel stays on one thread
-
-
-def strides_of(shape: tuple[int, ...]) -> tuple[int, ...]:
-    """Row-major strides, a symbolic dim at its layout size (graph/shapetracker.py)."""
-    out, acc = [], 1
-    for n in reversed(shape):
-        out.append(acc)
-        acc *= layout(n)
-    return tuple(reversed(out))
 
 
 UPCASTS = (8, 4, 2)  # outputs one pass of a reduction loop computes, the largest that divides an axis

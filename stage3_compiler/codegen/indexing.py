@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from ..graph.symbolic import Node, Num, layout
-from .heuristics import strides_of
+
+
+def strides_of(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Row-major strides, a symbolic dim at its layout size (graph/shapetracker.py)."""
+    out, acc = [], 1
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= layout(n)
+    return tuple(reversed(out))
 
 
 def flat_index(idxs: list[Node], shape: tuple[int, ...]) -> Node:

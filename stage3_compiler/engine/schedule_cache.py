@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from .. import passes
 from ..codegen.item import OnlineSoftmax, ScheduleItem
 from ..graph.lazy import LazyBuffer
+from .identity import const_key
 from .memory import drop_target
 from .schedule import fuse, rewrite_graph
 
@@ -50,11 +51,6 @@ STATS = CacheStats()
 SCHEDULES: dict[tuple, Template] = {}
 
 
-def arg_key(arg):
-    """An op's argument as a key: floats by their bits (0.0 == -0.0 and NaN != NaN as floats)."""
-    return ("f", arg.hex()) if isinstance(arg, float) else arg
-
-
 def graph_key(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> tuple:
     position = {id(b): i for i, b in enumerate(bases)}
     inputs: dict[int, int] = {}  # id of a realized base -> its number
@@ -68,7 +64,7 @@ def graph_key(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> tuple:
     for b in bases:
         srcs = tuple((None if s.is_base else s.st, ref(s.base)) for s in b.srcs)
         target = None if b.target is None else ref(b.target)
-        records.append((b.op, arg_key(b.arg), b.dtype.name, b.shape, b.device, b.forced, b.kept, b.recomputed, target,
+        records.append((b.op, const_key(b.arg), b.dtype.name, b.shape, b.device, b.forced, b.kept, b.recomputed, target,
                         srcs))
     return tuple(records), tuple(ref(o.base) for o in outs), passes.key()  # (the passes change the schedule)
 
