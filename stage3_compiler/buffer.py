@@ -12,7 +12,6 @@ import os
 import cffi
 import numpy as np
 
-from .cpu.runtime import cpu_runtime
 from .dtype import DType
 
 ffi = cffi.FFI()
@@ -36,7 +35,7 @@ ALIGN = 1 if os.environ.get("SITP_SANITIZE") else 64
 
 class Buffer:
     __slots__ = ("nbytes", "mem", "data", "address", "version", "__weakref__")
-    kernels = cpu_runtime  # the device's runtime (cpu/runtime.py): realize's device seam, random numbers, iota
+    device = "CPU"  # the runtime that computes on it: device.runtime_of
 
     def __init__(self, nbytes: int):
         self.nbytes = nbytes

@@ -1,22 +1,23 @@
 """Devices: where a tensor's memory lives, and so which runtime computes on it.
 
-A tensor's Buffer decides everything device-specific: the CPU's Buffer (buffer.py) holds cffi
-memory and its `kernels` are the CPU's runtime (cpu/runtime.py: the C renderer, the C compiler
-driver, the launch, the fixed kernels); the cuda Buffer (cuda/buffer.py) holds GPU memory hosted by
-CuPy and its `kernels` are the cuda runtime (cuda/runtime.py), an object with the same methods.
-realize asks a kernel's output buffer for its runtime and never asks which device it is on, so a
-device is new files (its Buffer, its runtime, its renderer) and one entry here.
+A device is a Buffer class and a runtime: the CPU's Buffer (buffer.py) holds cffi memory and the
+CPU's runtime (cpu/runtime.py: the C renderer, the C compiler driver, the launch, the fixed kernels)
+computes on it; the cuda Buffer (cuda/buffer.py) holds GPU memory hosted by CuPy and the cuda runtime
+(cuda/runtime.py) computes on it. Both runtimes implement one contract (codegen/runtime.Runtime),
+and `runtime_of` is the one way to reach a device's runtime: realize asks it for the device of a
+kernel's output and never asks which device that is, so a device is new files (its Buffer, its
+runtime, its renderer) and one entry here.
 
 `Device.DEFAULT` (tinygrad's name) is where a tensor goes when no device is named; setting it to
 "CUDA" moves a whole program, model parameters included, onto the GPU. CuPy is imported only when
-the first cuda tensor is made, so the CPU works without CuPy or a GPU. Every kernel
-returns a status, and `check` turns a nonzero one into an exception: a kernel call is never the
-expression of an `assert`, which `python -O` would skip.
+the first cuda tensor is made, so the CPU works without CuPy or a GPU. A runtime raises where a
+kernel fails: no status comes back for a caller to check.
 """
 
 from __future__ import annotations
 
 from .buffer import Buffer
+from .codegen.runtime import Runtime
 from .cpu.runtime import cpu_runtime
 from .cuda.buffer import CudaBuffer
 from .cuda.runtime import runtime
@@ -48,9 +49,9 @@ def buffer_class(op: str, device: str) -> type:
     return CudaBuffer
 
 
-def runtime_of(op: str, device: str):
-    """The device's runtime (its renderer, compiler and launcher), before any buffer exists: what a
-    Buffer of that device holds as `kernels`."""
+def runtime_of(op: str, device: str) -> Runtime:
+    """The device's runtime (codegen/runtime.Runtime: its renderer, compiler, launcher and fixed kernels),
+    started on first use."""
     return cpu_runtime if device == "CPU" else runtime(op)
 
 
@@ -60,10 +61,3 @@ def check_same(op: str, *tensors) -> None:
     if any(t.device != first for t in tensors[1:]):
         shown = ", ".join(f"{t.device} {t.shape}" for t in tensors)
         raise RuntimeError(f"{op}: expected every tensor on one device, got {shown}; move them with .to()")
-
-
-def check(status: int, kernel: str, op: str, *tensors) -> None:
-    """A kernel's status: 0, or a RuntimeError naming the kernel, the op and its operands."""
-    if status != 0:
-        shown = ", ".join(f"{t.dtype.name} {t.shape}" for t in tensors)
-        raise RuntimeError(f"{op}: kernel {kernel} failed (status {status}) on {shown or 'its operands'}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from .buffer import Buffer
-from .device import check
+from .device import runtime_of
 from .dtype import DType
 from .engine import capture
 
@@ -32,6 +32,5 @@ def uniform_buffer(n: int, dtype: DType, buffer: type = Buffer) -> Buffer:
 
 
 def draw(buf, n: int, dtype: DType) -> None:
-    check(buf.kernels.rand_uniform(dtype.code, buf.ptr(0, dtype), n, RandomState.seed, RandomState.counter),
-          "rand_uniform", "rand")
+    runtime_of("rand", buf.device).rand_uniform(dtype, buf.ptr(0, dtype), n, RandomState.seed, RandomState.counter)
     RandomState.counter = (RandomState.counter + n) & 0xFFFFFFFFFFFFFFFF

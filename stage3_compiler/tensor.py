@@ -20,7 +20,7 @@ import numpy as np
 from . import random, threads
 from .autograd import AutogradMixin, check_requires_grad, record
 from .convolution import ConvolutionMixin
-from .device import buffer_class, canonical, check
+from .device import buffer_class, canonical, runtime_of
 from .division import DivisionMixin
 from .dtype import DType, dtypes, to_dtype
 from .elementwise import ElementwiseMixin
@@ -243,10 +243,11 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
     @staticmethod
     def _iota(n: int, device: str) -> Tensor:
         buf = buffer_class("arange", device)(n * 8)
-        check(buf.kernels.iota(buf.address, n), "iota", "arange")
+        runtime = runtime_of("arange", device)
+        runtime.iota(buf.address, n)
         if capture.CAPTURING:  # a replay runs it again (engine/capture.py)
             capture.note_fixed(buf, f"{n} numbers from iota",
-                               lambda out: check(out.kernels.iota(out.address, n), "iota", "arange"))
+                               lambda out: runtime.iota(out.address, n))
         out = Tensor._whole(buf, (n,), dtypes.int64, device)
         out.lazydata.iota = True  # an index array compared with it is a lookup (codegen/lookup.picked)
         return out

@@ -11,6 +11,8 @@ import ctypes
 import functools
 
 from ..codegen.program import Program
+from ..codegen.runtime import Runtime, rand_kernel
+from ..dtype import DType
 from .compiler import compile_c, compile_kernels, vector_registers
 from .renderer import CRenderer
 
@@ -37,7 +39,7 @@ void iota(long long *out, long long n) {
 """
 
 
-class CPURuntime:
+class CPURuntime(Runtime):
     @functools.cached_property
     def renderer(self) -> CRenderer:
         """The C renderer for this CPU (made on first use: probing the compiler starts a process)."""
@@ -55,19 +57,14 @@ class CPURuntime:
         values: its Variables' values, in the kernel's order (kernel.variables)."""
         program.fn(*[ctypes.c_void_p(b.address) for b in buffers], *[ctypes.c_longlong(v) for v in values])
 
-    # ---- a Buffer's fixed kernels (random.py, Tensor._iota), with the earlier stages' signatures ----
+    # ---- the fixed kernels (random.py, Tensor._iota) ----
 
-    def rand_uniform(self, dtype: int, out: int, n: int, seed: int, counter: int) -> int:
-        name = {3: "rand_f32", 4: "rand_f64"}.get(dtype)
-        if name is None:
-            return -1
-        fn = compile_c(FIXED_SOURCE, name)
+    def rand_uniform(self, dtype: DType, out: int, n: int, seed: int, counter: int) -> None:
+        fn = compile_c(FIXED_SOURCE, rand_kernel(dtype))
         fn(ctypes.c_void_p(out), ctypes.c_longlong(n), ctypes.c_uint64(seed), ctypes.c_uint64(counter))
-        return 0
 
-    def iota(self, out: int, n: int) -> int:
+    def iota(self, out: int, n: int) -> None:
         compile_c(FIXED_SOURCE, "iota")(ctypes.c_void_p(out), ctypes.c_longlong(n))
-        return 0
 
 
 cpu_runtime = CPURuntime()

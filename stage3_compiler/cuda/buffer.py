@@ -13,13 +13,14 @@ from .runtime import runtime
 
 
 class CudaBuffer:
-    __slots__ = ("nbytes", "mem", "address", "kernels", "version", "__weakref__")
+    __slots__ = ("nbytes", "mem", "address", "backend", "version", "__weakref__")
+    device = "CUDA"  # the runtime that computes on it: device.runtime_of
 
     def __init__(self, nbytes: int):
-        self.kernels = runtime()  # the device's renderer, compiler, launcher and fixed kernels
+        self.backend = runtime().backend  # what owns the device's memory (CuPy, or the CPU emulator)
         self.nbytes = nbytes
         self.version = 0  # writes in place so far (an assign's; see lazy.LazyBuffer.seen)
-        self.mem = self.kernels.backend.alloc(max(nbytes, 1))  # keeps the memory alive
+        self.mem = self.backend.alloc(max(nbytes, 1))  # keeps the memory alive
         self.address = int(self.mem.ptr)
 
     def ptr(self, offset: int, dtype: DType) -> int:
@@ -30,10 +31,10 @@ class CudaBuffer:
     def from_numpy(arr: np.ndarray) -> CudaBuffer:
         arr = np.ascontiguousarray(arr)
         buf = CudaBuffer(arr.nbytes)
-        buf.kernels.backend.upload(buf.address, arr.reshape(-1).view(np.uint8))
+        buf.backend.upload(buf.address, arr.reshape(-1).view(np.uint8))
         return buf
 
     def to_numpy(self, offset: int, count: int, dtype: DType) -> np.ndarray:
         """A host copy of `count` contiguous elements starting at element `offset`."""
-        raw = self.kernels.backend.download(self.ptr(offset, dtype), count * dtype.itemsize)
+        raw = self.backend.download(self.ptr(offset, dtype), count * dtype.itemsize)
         return raw.view(dtype.np)

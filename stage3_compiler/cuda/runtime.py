@@ -19,6 +19,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..codegen.program import CompileError, Program
+from ..codegen.runtime import Runtime, rand_kernel
+from ..dtype import DType
 from .backend import CupyBackend  # (CuPy itself is imported when the first cuda tensor is made)
 from .group import group_shape, output_size
 from .local import LOCAL_THREADS
@@ -50,7 +52,6 @@ extern "C" __global__ void iota(long long *out, long long n) {
   GRID_STRIDE(i, n) out[i] = i;
 }
 """
-RAND = {3: "rand_f32", 4: "rand_f64"}  # dtype code (dtype.py) -> kernel
 
 
 class LaunchShape(NamedTuple):
@@ -70,7 +71,7 @@ def launch_shape(kernel) -> LaunchShape:
     return LaunchShape(output_size(kernel), THREADS, THREADS)
 
 
-class CUDARuntime:
+class CUDARuntime(Runtime):
     def __init__(self, backend):
         self.backend = backend
         self.renderer = CUDARenderer()
@@ -109,19 +110,14 @@ class CUDARuntime:
         if n > 0:  # a grid of zero blocks is an error in CUDA; nothing to do anyway
             fn((min(-(-n // per_block), MAX_BLOCKS), 1, 1), (threads, 1, 1), args)
 
-    # ---- a Buffer's fixed kernels (random.py, Tensor._iota), with the CPU's signatures ----
+    # ---- the fixed kernels (random.py, Tensor._iota), the CPU's numbers ----
 
-    def rand_uniform(self, dtype: int, out: int, n: int, seed: int, counter: int) -> int:
-        name = RAND.get(dtype)
-        if name is None:
-            return -1
-        self._launch(self.compile(FIXED_SOURCE, name), n, [np.uint64(out), np.int64(n), np.uint64(seed),
-                                                           np.uint64(counter)])
-        return 0
+    def rand_uniform(self, dtype: DType, out: int, n: int, seed: int, counter: int) -> None:
+        self._launch(self.compile(FIXED_SOURCE, rand_kernel(dtype)), n, [np.uint64(out), np.int64(n), np.uint64(seed),
+                                                                          np.uint64(counter)])
 
-    def iota(self, out: int, n: int) -> int:
+    def iota(self, out: int, n: int) -> None:
         self._launch(self.compile(FIXED_SOURCE, "iota"), n, [np.uint64(out), np.int64(n)])
-        return 0
 
 
 _state: dict = {"runtime": None, "backend": None}

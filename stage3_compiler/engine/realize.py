@@ -152,7 +152,7 @@ def run_job(job: Job, stored: set[int]) -> None:
     new = allocate(item)
     if job.key is None:
         return
-    runtime = item.root.buffer.kernels  # the device seam: the output buffer's runtime
+    runtime = runtime_of("realize", item.root.device)  # the device seam
     program = PROGRAMS.get(job.key) or search_program(job, stored, runtime)
     kernel = replace(program.kernel, buffers=[*item.outputs, *(job.inputs[i] for i in program.slots)])
     buffers = [b.base.buffer for b in kernel.buffers]
