@@ -6,25 +6,14 @@ from __future__ import annotations
 import math
 from typing import Self
 
-from .autograd import GradMode, attention_scores, no_grad, record
+from .autograd import attention_scores
 from .device import check_same
 from .dtype import dtypes, float_of, promote
 from .errors import ArgumentError
-from .graph.lazy import mark_recomputed
+from .flash import flash_applies, flash_attention
 from .hooks import TensorCore
 from .ops import Ops
-from .passes import Pass, on
 from .shape import broadcast_shapes
-
-
-def flash_applies(q, k, v) -> bool:
-    """Is attention over these recorded as one op with FlashAttention's backward? With the online pass
-    on (passes.py), when a gradient is wanted, for float32 heads of concrete shapes that need no broadcasting."""
-    return (on(Pass.ONLINE) and GradMode.enabled and any(t.requires_grad for t in (q, k, v))
-            and q.dtype is k.dtype is v.dtype is dtypes.float32 and q.ndim >= 2 and q.ndim == k.ndim == v.ndim
-            and all(isinstance(n, int) for t in (q, k, v) for n in t.shape)
-            and q.shape[:-2] == k.shape[:-2] == v.shape[:-2] and q.shape[-1] == k.shape[-1] > 0
-            and k.shape[-2] == v.shape[-2] > 0 and q.shape[-2] > 0)
 
 
 class FunctionalMixin(TensorCore):
@@ -151,7 +140,7 @@ class FunctionalMixin(TensorCore):
             group = self.shape[-3] // key.shape[-3]
             key, value = key.repeat_interleave(group, -3), value.repeat_interleave(group, -3)
         if attn_mask is None and dropout_p == 0 and flash_applies(self, key, value):
-            return self._flash_attention(key, value, is_causal)
+            return flash_attention(self, key, value, is_causal)
         scores = attention_scores(self, key, 1 / math.sqrt(self.shape[-1]), is_causal)  # (..., T, S)
         if attn_mask is not None and not is_causal:
             if attn_mask.dtype is dtypes.bool:
@@ -159,27 +148,6 @@ class FunctionalMixin(TensorCore):
             else:
                 scores = scores + attn_mask
         return scores.softmax(-1).dropout(dropout_p) @ value
-
-    def _flash_attention(self, key, value, causal: bool) -> Self:
-        """Attention recorded as one op, whose rule is FlashAttention's backward (autograd.attention_grads).
-        Beside the output, the forward keeps each row's log-sum-exp of the scores, m + log l for the
-        row's max m and sum of exps l, from which the backward recomputes the probabilities instead
-        of reading them from memory. With the online pass (PASSES=+online) one kernel computes both: the
-        online softmax's loop ends with the row's m and l, and writes the log-sum-exp beside the output
-        (engine/online.py).
-        The scores are marked recomputed: where the output is realized before the backward asks for the
-        log-sum-exp, its max and sum (two kernels) compute them in their loops rather than store them."""
-        scale = 1 / math.sqrt(self.shape[-1])
-        with no_grad():
-            scores = attention_scores(self, key, scale, causal)
-            mark_recomputed([scores.lazydata], [self.lazydata, key.lazydata])
-            top = scores.max(-1, keepdim=True)
-            e = (scores - top).exp()
-            total = e.sum(-1, keepdim=True)
-            out, lse = (e / total) @ value, top + total.log()
-            lse.lazydata.base.forced = True
-            out.lazydata.base.along = (lse.lazydata,)  # realized with the output, by its kernel
-        return record(out, Ops.ATTENTION, (self, key, value), lse=lse, scale=scale, causal=causal, memo={})
 
     def tril(self, diagonal: int = 0) -> Self:
         rows, cols = self.shape[-2:]
