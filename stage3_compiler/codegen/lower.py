@@ -22,6 +22,7 @@ from ..graph.symbolic import Node, Num, Var, Variable, layout, render, vars
 from ..ops import IR_ELEMENTWISE, IR_REDUCE, Ops
 from ..passes import TABLE, Pass, on
 from ..threads import get_num_threads
+from .fma import fused_multiply_adds, fused_products
 from .heuristics import heuristic_opts, nested_terms
 from .indexing import flat_index, unflatten
 from .item import ScheduleItem
@@ -258,11 +259,14 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
                          bool(plan.unroll), L.folds)
         L.changed.update([Pass.VECTORIZE] * any(u.lanes > 1 for u in uops))
     reduce_shape = () if loop is None else loop.shape
-    return Kernel(kernel_name(item, plan, reduce_shape, lookup), item.root.shape, uops, L.buffers,
-                  ops=L.alu_count // upcast, reduce_shape=reduce_shape, upcast=upcast, outputs=len(item.outputs),
-                  opts=tuple(opts), threads=plan.threads, variables=kernel_variables(L.uops),
-                  online=item.online is not None, nested=nested_terms(item, stored),
-                  passes=tuple(p.value for p in TABLE if p in L.changed))
+    kernel = Kernel(kernel_name(item, plan, reduce_shape, lookup), item.root.shape, uops, L.buffers,
+                    ops=L.alu_count // upcast, reduce_shape=reduce_shape, upcast=upcast, outputs=len(item.outputs),
+                    opts=tuple(opts), threads=plan.threads, variables=kernel_variables(L.uops),
+                    online=item.online is not None, nested=nested_terms(item, stored))
+    fused = fused_products(kernel) if renderer.grid else fused_multiply_adds(kernel)  # (what the renderer fuses)
+    L.changed.update([Pass.FMA] * bool(fused))
+    kernel.passes = tuple(p.value for p in TABLE if p in L.changed)
+    return kernel
 
 
 def output_loops(L: Lowerer, plan: LoopPlan, shape: tuple, renderer: Renderer) -> tuple[list[UOp], list[Node]]:

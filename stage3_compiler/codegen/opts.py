@@ -26,8 +26,8 @@ values sit in registers, which loop runs on which thread, and what stays in cach
 - On a kernel whose loops run to a symbolic size (graph/symbolic.Variable), UPCAST, BLOCK, UNROLL
   and SPLIT take only axes of concrete size; THREAD slices a symbolic outer loop at launch.
 - LOCAL and GROUP (GPU block tiles in shared memory, split reductions) are named here but are not
-  options: the CUDA renderer applies GROUP by a rule of its own (cuda/group.group_shape), and LOCAL
-  is not built.
+  options: the CUDA renderer applies each by a rule of its own, the group and local passes
+  (cuda/group.py, cuda/local.py).
 
 `heuristics.py` picks options by hand-written rules (what realize uses unless BEAM is set);
 engine/search.py measures candidates instead. `apply_opts` checks a list against the kernel and
@@ -111,7 +111,8 @@ def apply_opts(item: ScheduleItem, opts: tuple[Opt, ...] | list[Opt], renderer: 
     target = type(renderer).__name__
     for opt in opts:
         if opt.op in (OptOps.LOCAL, OptOps.GROUP):
-            raise OptError(f"{opt}: LOCAL and GROUP (GPU shared-memory tiles, split reductions) are not built")
+            raise OptError(f"{opt}: LOCAL and GROUP (GPU shared-memory tiles, split reductions) are not options: "
+                           "the CUDA renderer applies them by rule (the local and group passes)")
         least = 1 if opt.op is OptOps.BLOCK else 2  # BLOCK(axis, 1): the loop moves outermost
         if opt.amount < least:
             raise OptError(f"{opt}: the amount must be at least {least} ({where})")

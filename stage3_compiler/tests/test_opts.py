@@ -133,7 +133,7 @@ def test_split_sums_ints_and_bools_exactly(n):
     ([Opt(OptOps.UPCAST, 1, 1)], "at least 2"),
     ([Opt(OptOps.THREAD, 0, 2), Opt(OptOps.THREAD, 0, 2)], "threaded already"),
     ([Opt(OptOps.UPCAST, 0, 32), Opt(OptOps.UPCAST, 1, 8), Opt(OptOps.THREAD, 0, 16)], "fewer than its threads"),
-    ([Opt(OptOps.LOCAL, 0, 4)], "not built"),
+    ([Opt(OptOps.LOCAL, 0, 4)], "not options"),
     ([Opt(OptOps.UPCAST, 3, 2)], "outside the output's 3 axes"),
 ])
 def test_an_option_that_does_not_fit_is_refused_by_name(opts, message):
