@@ -10,6 +10,7 @@ slower. A pass is named by its `Pass` member's value and switched by the environ
     PASSES=all          every pass
     PASSES=-vectorize,-online   the defaults less two;  PASSES=+online  the defaults and one more
     PASSES=layouts,heuristics   exactly the passes named (signed names then add or drop)
+    NOOPT=1             tinygrad's name for the core alone, where PASSES is unset
 
 The table's order is the pipeline's: what rewrites the graph or the schedule comes first, then the
 choice of each kernel's options, then the rules lowering applies, the rewrite of the UOp list, and
@@ -113,6 +114,8 @@ def parse(spec: str) -> frozenset[Pass]:
 def active() -> frozenset[Pass]:
     """The passes on now, as PASSES says (read on every call: a test or a benchmark may change it)."""
     spec = os.environ.get("PASSES", "")
+    if not spec and os.environ.get("NOOPT", "0") not in ("", "0"):
+        spec = "none"
     found = _parsed.get(spec)
     if found is None:
         found = _parsed[spec] = parse(spec)

@@ -9,6 +9,7 @@ cache under SITP_CACHE), so they live here, importing nothing of the package.
     BEAM=n         search kernel options instead of the heuristics (engine/search.py)
     PASSES=...     which speed passes run (passes.py: `none` runs the core alone, `-vectorize` drops
                    one, `+online` adds FlashAttention, which is off by default)
+    NOOPT=1        the core alone (PASSES=none), tinygrad's name
     SITP_CACHE     where compiled kernels and searches are kept (default ~/.cache/sitp)
 """
 

@@ -9,7 +9,7 @@ import pytest
 
 from .. import Tensor, nn
 from ..engine import realize
-from ..passes import DEFAULT, TABLE, Pass, parse
+from ..passes import DEFAULT, TABLE, Pass, active, parse
 
 PACKAGE = Path(__file__).resolve().parents[1]
 
@@ -21,6 +21,14 @@ def test_passes_names_the_default_set_none_all_and_signed_changes():
     assert parse("+online") == DEFAULT | {Pass.ONLINE}
     assert parse("layouts, heuristics") == {Pass.LAYOUTS, Pass.HEURISTICS}
     assert parse("none,+vectorize") == {Pass.VECTORIZE}
+
+
+def test_noopt_is_the_core_alone_unless_passes_says_otherwise(monkeypatch):
+    monkeypatch.delenv("PASSES", raising=False)
+    monkeypatch.setenv("NOOPT", "1")
+    assert active() == frozenset()
+    monkeypatch.setenv("PASSES", "-online")
+    assert active() == DEFAULT
 
 
 def test_an_unknown_pass_is_refused_with_the_names_there_are():
