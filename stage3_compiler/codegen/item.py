@@ -1,7 +1,7 @@
 """A kernel's share of the lazy graph, as the scheduler (engine/schedule.py) hands it to codegen:
-the base it writes, the reduction whose loop it holds, and the softmax that loop may fold in one
-pass (attention, with the online pass (PASSES=+online)). Everything in codegen reads these; the kernel's other bases are
-found by walking from its outputs down to the bases it loads."""
+the bases it writes, the reductions whose loop it holds, and the softmax that loop may fold in one
+pass (attention, with the online pass). Everything in codegen reads these; the kernel's other bases
+are found by walking from its outputs down to the bases it loads."""
 
 from __future__ import annotations
 
@@ -31,23 +31,27 @@ class OnlineSoftmax:
 
 @dataclass(eq=False)
 class ScheduleItem:
-    """One kernel: the base it writes, and the reduction whose loop it holds (or None). A kernel may
-    write more bases of the root's shape in the same loops (`also`), and fold more reductions over
-    the same axes in its reduction loop (`also_reduces`): see engine/merge.merge_outputs."""
+    """One kernel: the bases it writes (its loops run over the first's shape, the root) and the
+    reductions whose loop it holds, all over the same axes (none: an elementwise kernel). The merge
+    pass (engine/merge.py) gives a kernel more than one of each."""
 
-    root: LazyBuffer
-    reduce: LazyBuffer | None
-    also: list[LazyBuffer] = field(default_factory=list)
-    also_reduces: list[LazyBuffer] = field(default_factory=list)  # more reductions over the same loop
+    outputs: list[LazyBuffer]
+    reduces: list[LazyBuffer] = field(default_factory=list)
     online: OnlineSoftmax | None = None  # the reduction folds a softmax in one pass (see OnlineSoftmax)
 
     @property
-    def outputs(self) -> list[LazyBuffer]:
-        return [self.root, *self.also]
+    def root(self) -> LazyBuffer:
+        return self.outputs[0]
 
     @property
-    def reduces(self) -> list[LazyBuffer]:
-        return [] if self.reduce is None else [self.reduce, *self.also_reduces]
+    def reduce(self) -> LazyBuffer | None:
+        """The reduction whose loop the kernel runs (the first), or None."""
+        return self.reduces[0] if self.reduces else None
+
+    @property
+    def merged(self) -> bool:
+        """Does it write more than one base (the merge pass)?"""
+        return len(self.outputs) > 1
 
     @property
     def symbolic(self) -> bool:

@@ -181,7 +181,7 @@ def packed_operands(b: LazyBuffer, renderer: Renderer) -> list[tuple[LazyBuffer,
     mul = matmul_product(b)
     if mul is None or not renderer.packed_operands:
         return []
-    tile = matmul_tile(ScheduleItem(b, b), renderer)
+    tile = matmul_tile(ScheduleItem([b], [b]), renderer)
     if len(tile) != 2 or next(iter(tile.values())) < MIN_PANEL:
         return []
     k, out = b.arg[0], []

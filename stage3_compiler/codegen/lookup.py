@@ -23,7 +23,7 @@ def looked_up(L, item: ScheduleItem, plan, lanes: list[list[Node]], accs: list[d
     index: True, with each lane's value in `accs`, and no reduction loop to write. Options that cut
     the reduction's loop (SPLIT, UNROLL) keep the loop."""
     r = item.reduce
-    if item.also_reduces or item.online is not None or plan.split or plan.unroll or len(r.arg) != 1 \
+    if len(item.reduces) > 1 or item.online is not None or plan.split or plan.unroll or len(r.arg) != 1 \
             or 0 in r.srcs[0].shape:
         return False
     for lane, idx in zip(accs, lanes, strict=True):

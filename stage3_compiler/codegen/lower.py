@@ -235,7 +235,7 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
     plan = apply_opts(item, opts, renderer)
     L = Lowerer(item, stored)
     L.changed.update([Pass.HEURISTICS] * (by_rule and bool(opts)) + [Pass.ONLINE] * (item.online is not None)
-                     + [Pass.MERGE] * bool(item.also))
+                     + [Pass.MERGE] * item.merged)
     if item.online is not None and plan.unroll:
         L.block = next(iter(plan.unroll.values()))
     out_bufs = [L.global_of(o) for o in item.outputs]
@@ -457,7 +457,7 @@ def kernel_name(item: ScheduleItem, plan: LoopPlan, reduce_shape: tuple, lookup:
     name += "".join(f"_S{n}" for n in plan.split.values())
     name += "".join(f"_B{b}" for b in plan.block.values())
     name += f"_T{plan.threads}" if plan.threads > 1 else ""
-    name += f"_O{len(item.outputs)}" if item.also else ""  # several outputs (engine/merge.merge_outputs)
+    name += f"_O{len(item.outputs)}" if item.merged else ""  # several outputs (engine/merge.merge_outputs)
     name += "_lookup" if lookup else ""
     if item.reduce is not None and 0 in item.reduce.srcs[0].shape:
         name += "_empty"

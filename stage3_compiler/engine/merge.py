@@ -35,8 +35,8 @@ def merge_outputs(items: list[ScheduleItem]) -> list[ScheduleItem]:
         if group is None:
             kept.append(item)
         else:
-            group.also.append(item.root)
-            group.also_reduces.extend(item.reduces)
+            group.outputs.append(item.root)
+            group.reduces.extend(item.reduces)
             position[id(item.root)] = position[id(group.root)]  # written when the group runs
     return kept
 

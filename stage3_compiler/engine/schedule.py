@@ -196,7 +196,8 @@ def fuse(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> list[ScheduleItem]:
             continue
         held = b if b.op in IR_REDUCE else fused_into.get(id(b))
         also = [] if held is None else written.get(id(held), [])
-        item = ScheduleItem(b, held, list(also), online=None if held is None else online.get(id(held)))
+        item = ScheduleItem([b, *also], [] if held is None else [held],
+                            online=None if held is None else online.get(id(held)))
         placed.append((max(order[id(o)] for o in item.outputs), item))
     items = [item for _, item in sorted(placed, key=lambda p: p[0])]
     return place_in_memory(merge_outputs(items) if on(Pass.MERGE) else items)

@@ -36,8 +36,8 @@ MAX_ENTRIES = 512  # graphs kept; the oldest goes first (sampling makes one grap
 class Template:
     """A schedule in positions of the graph's bases (schedule.graph's order)."""
 
-    items: list[tuple[int, int | None, tuple[int, ...], tuple[int, ...], tuple[int, ...] | None]]
-    # (root, reduce, also, also_reduces, the online softmax's bases or None)
+    items: list[tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...] | None]]
+    # (outputs, reduces, the online softmax's bases or None)
     dropped: tuple[int, ...]  # bases whose assign writes a new buffer, not its target
 
 
@@ -72,8 +72,7 @@ def graph_key(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> tuple:
 def template_of(items: list[ScheduleItem], bases: list[LazyBuffer], asked: list[LazyBuffer]) -> Template:
     """The schedule in positions; `asked`: the bases that had an assign target before fuse ran."""
     position = {id(b): i for i, b in enumerate(bases)}
-    shaped = [(position[id(it.root)], None if it.reduce is None else position[id(it.reduce)],
-               tuple(position[id(b)] for b in it.also), tuple(position[id(b)] for b in it.also_reduces),
+    shaped = [(tuple(position[id(b)] for b in it.outputs), tuple(position[id(b)] for b in it.reduces),
                None if it.online is None else tuple(position[id(b)] for b in it.online.bases))
               for it in items]
     return Template(shaped, tuple(position[id(b)] for b in asked if b.target is None))
@@ -97,7 +96,6 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
     STATS.hits += 1
     for i in template.dropped:
         drop_target(bases[i])
-    return [ScheduleItem(bases[root], None if red is None else bases[red], [bases[i] for i in also],
-                         [bases[i] for i in also_reduces],
+    return [ScheduleItem([bases[i] for i in outputs], [bases[i] for i in reduces],
                          None if online is None else OnlineSoftmax(*(bases[i] for i in online)))
-            for root, red, also, also_reduces, online in template.items]
+            for outputs, reduces, online in template.items]
