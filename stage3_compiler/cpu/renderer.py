@@ -333,19 +333,23 @@ class CRenderer(Renderer):
 
     def render(self, kernel: Kernel) -> str:
         pragmas = self.pragmas(kernel)
-        src = Source(kernel)
+        lines = [*self.prologue(kernel, pragmas), self.signature(kernel) + " {", *self.body(kernel), "}"]
+        if kernel.threads > 1:
+            lines += self.threaded(kernel)
+        if pragmas:
+            lines.append("#pragma GCC pop_options")
+        return "\n".join(lines) + "\n"
+
+    def body(self, kernel: Kernel, src: Source | None = None) -> list[str]:
+        """The kernel's body: what `open` writes, each UOp by its rule (RULES), what `close` writes."""
+        src = src or Source(kernel)
         self.open(src)
         for u in kernel.uops:
             rule = self.RULES.get(u.op)
             if rule is None:
                 raise NotImplementedError(f"render: {type(self).__name__} has no rule for UOp {u.op.name}")
             rule(self, src, u)
-        lines = [*self.prologue(kernel, pragmas), self.signature(kernel) + " {", *src.lines, *self.close(src), "}"]
-        if kernel.threads > 1:
-            lines += self.threaded(kernel)
-        if pragmas:
-            lines.append("#pragma GCC pop_options")
-        return "\n".join(lines) + "\n"
+        return [*src.lines, *self.close(src)]
 
     def open(self, src: Source) -> None:
         """Lines before the first UOp, inside the kernel's body (the CUDA renderer opens its grid loop)."""

@@ -21,7 +21,6 @@ off, so that one GPU run can time a step with and without it (gpu_run.sh's `nano
 from __future__ import annotations
 
 import math
-import re
 from typing import NamedTuple
 
 from ..codegen.uops import Kernel, Loop, LoopKind, UOp, UOps
@@ -81,12 +80,6 @@ def local_plan(kernel: Kernel) -> LocalPlan | None:
     if not a or not b or len({u.dtype for u in a}) != 1 or len({u.dtype for u in b}) != 1:
         return None
     return LocalPlan(rows, cols, loop, tuple(a), tuple(b))
-
-
-def substitute(text: str, values: dict[str, str]) -> str:
-    """A rendered index with some loop variables replaced by C expressions (whole names only)."""
-    pattern = re.compile(r"\b(" + "|".join(map(re.escape, values)) + r")\b")
-    return pattern.sub(lambda m: f"({values[m.group(1)]})", text)
 
 
 def blocks(kernel: Kernel, plan: LocalPlan) -> int:

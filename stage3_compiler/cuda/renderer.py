@@ -55,10 +55,10 @@ from ..codegen.fma import fused_products
 from ..codegen.uops import Kernel, Loop, LoopKind, UOp, UOps
 from ..cpu.renderer import CRenderer, Source, clamped
 from ..dtype import DType, dtypes
-from ..graph.symbolic import Node, render
+from ..graph.symbolic import Node, Var, layout, render, substitute
 from ..ops import Ops
 from .group import GROUP, group_shape, output_loops, step
-from .local import LOCAL_K, LOCAL_SIDE, LOCAL_THREADS, LocalPlan, blocks, local_plan, substitute
+from .local import LOCAL_K, LOCAL_SIDE, LOCAL_THREADS, LocalPlan, blocks, local_plan
 
 PRELUDE = "#define restrict __restrict__"
 
@@ -151,22 +151,16 @@ class CUDARenderer(CRenderer):
             value = f"{value} % {extent}" if stride == "1" else f"({value}) % {extent}"
         src.add(f"long long {u.arg.var} = {value};")
 
-    def render(self, kernel: Kernel) -> str:
-        """The plain kernel; for a matmul LOCAL takes (cuda/local.py), its shared-memory twin first, run
-        by a launch of LOCAL_THREADS threads a block."""
-        plain = super().render(kernel)
+    def body(self, kernel: Kernel, src: Source | None = None) -> list[str]:
+        """The plain kernel's body; for a matmul LOCAL takes (cuda/local.py), its shared-memory twin first,
+        run by a launch of LOCAL_THREADS threads a block."""
+        plain = super().body(kernel, src)
         plan = local_tiles(kernel)
-        if plan is None:
+        if plan is None or src is not None:
             return plain
-        src = Source(kernel, local=plan)
-        self.open(src)
-        for u in kernel.uops:
-            self.RULES[u.op](self, src, u)
-        lines = plain.split("\n")
-        head = lines.index(f"{self.signature(kernel)} {{") + 1
-        tiled = [f"  if (blockDim.x == {LOCAL_THREADS}) {{  // LOCAL: operands staged through shared memory",
-                 *("  " + line for line in [*src.lines, *self.close(src)]), "    return;", "  }"]
-        return "\n".join(lines[:head] + tiled + lines[head:])
+        tiled = super().body(kernel, Source(kernel, local=plan))
+        return [f"  if (blockDim.x == {LOCAL_THREADS}) {{  // LOCAL: operands staged through shared memory",
+                *("  " + line for line in tiled), "    return;", "  }", *plain]
 
     def open_local(self, src: Source) -> None:
         """LOCAL's loop over blocks of LOCAL_SIDE x LOCAL_SIDE tiles: thread (tr, tc) of block tile
@@ -193,9 +187,12 @@ class CUDARenderer(CRenderer):
         else:
             kk, t = f"threadIdx.x / {LOCAL_SIDE}", f"threadIdx.x % {LOCAL_SIDE}"
         flat, bound = u.arg
-        index = substitute(render(flat), {axis.var: f"{block} * {LOCAL_SIDE} + {t}", loop.var: f"k0 + {kk}"})
-        index = index if bound is None else clamped(index, bound)
-        src.add(f"{array}[{lane}][{t}][{kk}] = data{u.srcs[0].arg}[{index}];")  # (its GLOBAL UOp may come later)
+        # the index with the tile's axis at the row (or column) staged and the loop at the step staged
+        at = substitute(flat, {axis.var: Var("srow", 0, layout(axis.extent) - 1),
+                               loop.var: Var("sk", 0, layout(loop.extent) - 1)})
+        index = render(at) if bound is None else clamped(render(at), bound)
+        src.add(f"{{ const long long srow = {block} * {LOCAL_SIDE} + {t}, sk = k0 + {kk};")
+        src.add(f"  {array}[{lane}][{t}][{kk}] = data{u.srcs[0].arg}[{index}]; }}")  # (its GLOBAL UOp may come later)
 
     def render_range(self, src: Source, u: UOp) -> None:
         plan = src.local
