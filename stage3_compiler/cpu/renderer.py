@@ -307,12 +307,14 @@ class CRenderer(Renderer):
         # softmax backward's row sum, with the causal mask) into a shape its if-conversion refuses,
         # and the loop stays scalar (it vectorizes without PRE: see opts.SPLIT)
         no_pre = any(u.op is UOps.ACCS for u in kernel.uops)
-        # gcc 12.2 miscompiles a loop that converts values it loads backwards, after it unrolled an
-        # inner loop completely: the sum of a flipped (3, 4) int tensor as floats came out -12, not
-        # -18 (renderer test). Such kernels (flips, not a training step's) skip the loop vectorizer.
-        reversed_cast = any(u.op is UOps.CAST for u in kernel.uops) and \
+        # gcc 12.2's loop vectorizer miscompiles a loop that reads memory backwards in groups (an inner
+        # loop unrolled completely) and folds or converts what it reads: the sum of a flipped (4, 2)
+        # tensor read one element past the buffer and skipped two (renderer tests), and the sum of a
+        # flipped int tensor as floats came out wrong. Such kernels (flips, not a training step's)
+        # skip the loop vectorizer.
+        backwards = any(u.op in (UOps.CAST, UOps.UPDATE) for u in kernel.uops) and \
             any(u.op is UOps.LOAD and descends(u.arg[0]) for u in kernel.uops)
-        return [*(['#pragma GCC optimize ("no-tree-loop-vectorize")'] if slp or reversed_cast else []),
+        return [*(['#pragma GCC optimize ("no-tree-loop-vectorize")'] if slp or backwards else []),
                 *(['#pragma GCC optimize ("no-tree-pre")'] if no_pre else []),
                 *(['#pragma GCC optimize ("fp-contract=fast")'] if fused_multiply_adds(kernel) else [])]
 
