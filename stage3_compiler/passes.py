@@ -89,6 +89,7 @@ TABLE: dict[Pass, PassInfo] = {
 
 DEFAULT = frozenset(p for p, info in TABLE.items() if info.default)
 _parsed: dict[str, frozenset[Pass]] = {}
+_keys: dict[frozenset[Pass], tuple[str, ...]] = {}
 
 
 def parse(spec: str) -> frozenset[Pass]:
@@ -107,7 +108,10 @@ def parse(spec: str) -> frozenset[Pass]:
         except ValueError:
             raise ValueError(f"PASSES: unknown pass {name!r} in {spec!r}; the passes are "
                              f"{', '.join(p.value for p in TABLE)} (or none, all)") from None
-        (chosen.add if sign == "+" else chosen.discard)(p)
+        if sign == "+":
+            chosen.add(p)
+        else:
+            chosen.discard(p)
     return frozenset(chosen)
 
 
@@ -127,5 +131,10 @@ def on(p: Pass) -> bool:
 
 
 def key() -> tuple[str, ...]:
-    """The active passes as a cache key: a schedule or a program made under other passes is another."""
-    return tuple(sorted(p.value for p in active()))
+    """The active passes as a cache key: a schedule or a program made under other passes is another.
+    (Asked for every kernel of every realize: made once per set of passes.)"""
+    passes = active()
+    found = _keys.get(passes)
+    if found is None:
+        found = _keys[passes] = tuple(sorted(p.value for p in passes))
+    return found

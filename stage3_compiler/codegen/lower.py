@@ -72,6 +72,11 @@ class Lowerer:
         self.gate: UOp | None = None  # while a computed base is read through a padded view: its validity
         self.changed: set[Pass] = set()  # the speed passes that changed this kernel (Kernel.passes)
 
+    def mark(self, p: Pass, applies: bool = True) -> None:
+        """Note that pass p changed this kernel (Kernel.passes), where it applies."""
+        if applies:
+            self.changed.add(p)
+
     def emit(self, op: UOps, dtype: DType | None, srcs: tuple = (), arg: Any = None) -> UOp:
         u = UOp(op, dtype, tuple(srcs), arg, f"v{len(self.uops)}")
         self.uops.append(u)
@@ -234,8 +239,9 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
         opts = heuristic_opts(item, renderer, get_num_threads(), stored) if on(Pass.HEURISTICS) else ()
     plan = apply_opts(item, opts, renderer)
     L = Lowerer(item, stored)
-    L.changed.update([Pass.HEURISTICS] * (by_rule and bool(opts)) + [Pass.ONLINE] * (item.online is not None)
-                     + [Pass.MERGE] * item.merged)
+    L.mark(Pass.HEURISTICS, by_rule and bool(opts))
+    L.mark(Pass.ONLINE, item.online is not None)
+    L.mark(Pass.MERGE, item.merged)
     if item.online is not None and plan.unroll:
         L.block = next(iter(plan.unroll.values()))
     out_bufs = [L.global_of(o) for o in item.outputs]
@@ -243,7 +249,7 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
     lanes = lane_indices(gidx, plan.upcast)
     accs: list[dict[int, UOp]] = [{} for _ in lanes]  # per lane: reduction id -> its accumulator (or value)
     lookup = item.reduce is not None and on(Pass.LOOKUP) and looked_up(L, item, plan, lanes, accs)
-    L.changed.update([Pass.LOOKUP] * lookup)
+    L.mark(Pass.LOOKUP, lookup)
     loop = None
     if item.reduce is not None and not lookup:
         loop = ReduceLoop(L, item, plan, lanes)
@@ -257,14 +263,14 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
         amounts = [*plan.upcast.values(), 1, 1]  # lanes as vectors, the first upcast axis's side by side
         uops = vectorize(uops, upcast, amounts[0], renderer.vector_width, L.shared, L.sums, amounts[1],
                          bool(plan.unroll), L.folds)
-        L.changed.update([Pass.VECTORIZE] * any(u.lanes > 1 for u in uops))
+        L.mark(Pass.VECTORIZE, any(u.lanes > 1 for u in uops))
     reduce_shape = () if loop is None else loop.shape
     kernel = Kernel(kernel_name(item, plan, reduce_shape, lookup), item.root.shape, uops, L.buffers,
                     ops=L.alu_count // upcast, reduce_shape=reduce_shape, upcast=upcast, outputs=len(item.outputs),
                     opts=tuple(opts), threads=plan.threads, variables=kernel_variables(L.uops),
                     online=item.online is not None, nested=nested_terms(item, stored))
     fused = fused_products(kernel) if renderer.grid else fused_multiply_adds(kernel)  # (what the renderer fuses)
-    L.changed.update([Pass.FMA] * bool(fused))
+    L.mark(Pass.FMA, bool(fused))
     kernel.passes = tuple(p.value for p in TABLE if p in L.changed)
     return kernel
 
@@ -322,7 +328,7 @@ class ReduceLoop:
         if not self.shape:
             return
         ranged = reduce_ranges(self.item, plan, self.lanes, self.src_shape) if on(Pass.RANGES) else None
-        L.changed.update([Pass.RANGES] * (ranged is not None))
+        L.mark(Pass.RANGES, ranged is not None)
         inner_loops = self.open_loops() if ranged is None else []
         L.before_loop = len(L.uops) - len(inner_loops)
         sidx = None
@@ -368,7 +374,7 @@ class ReduceLoop:
         for _ in range(closing):
             L.emit(UOps.ENDRANGE, None)
         L.cache.clear()  # values of the closed loops are out of scope
-        L.changed.add(Pass.LEFTOVER)
+        L.mark(Pass.LEFTOVER)
         tidx = Var("tidx", 0, n % self.parts - 1)
         L.loop(tidx.name, n % self.parts, LoopKind.PARTIALS)
         self.terms(tidx, left_over=n - n % self.parts)

@@ -39,7 +39,7 @@ def skip_unselected(L, item: ScheduleItem, every: list[list[Node]]) -> dict | No
     selected = iota_range(L, conds) if len(conds) > 1 else None
     for c in conds if selected is None else ():
         selected = c if selected is None else L.alu(Ops.OR, dtypes.bool, selected, c)
-    L.changed.add(Pass.SKIP)
+    L.mark(Pass.SKIP)
     L.emit(UOps.IF, None, (selected,))
     return dict(L.cache)
 

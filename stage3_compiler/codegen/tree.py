@@ -37,7 +37,7 @@ def written_out(L, r: LazyBuffer, idxs: list[Node]) -> UOp | None:
     while len(terms) > 1:
         terms = [L.alu(op, r.dtype, *terms[i:i + 2]) if i + 1 < len(terms) else terms[i]
                  for i in range(0, len(terms), 2)]
-    L.changed.add(Pass.TREE)
+    L.mark(Pass.TREE)
     if r.op is Ops.REDUCE_ADD and len(leaves) > 1:
         L.sums.append((terms[0], leaves))  # vectorize.py may sum them as vectors
     return terms[0] if terms else L.const(reduce_identity(r.op, r.dtype), r.dtype)
