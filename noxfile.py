@@ -99,11 +99,12 @@ STAGE3_CORE_PARTS = ["conformance/test_forward.py", "conformance/test_grad.py", 
 STAGE3_CORE_SUBSET = (f"(test_forward.py and float32) or (test_grad.py and float32 and ({REDUCING_GRADS})) or "
                       "trajectory")
 # What the instruction set changes (the vector width, the matmul tile, gcc's code for them), run again under
-# each lower one the machine runs: kernel options, tiles and vectorizing; and every op's forward in float32
-# under the highest of them (AVX2 on an AVX-512 machine: the CPUs one class below; the baseline's 4-float
-# vectors take the same code paths at another width, which the unit tests check)
+# each lower one the machine runs: kernel options, tiles (those that overlap too) and vectorizing; and every
+# op's forward in float32 under the highest of them (AVX2 on an AVX-512 machine: the CPUs one class below;
+# the baseline's 4-float vectors take the same code paths at another width, which the unit tests check)
 STAGE3_ISA_TESTS = ["stage3_compiler/tests/test_opts.py", "stage3_compiler/tests/test_vectorize.py",
-                    "stage3_compiler/tests/test_upcast.py", "stage3_compiler/tests/test_fused_multiply_add.py"]
+                    "stage3_compiler/tests/test_upcast.py", "stage3_compiler/tests/test_fused_multiply_add.py",
+                    "stage3_compiler/tests/test_overlap.py"]
 
 
 @nox.session

@@ -40,6 +40,7 @@ class Pass(Enum):
     ONLINE = "online"
     HEURISTICS = "heuristics"
     LEFTOVER = "leftover"
+    OVERLAP = "overlap"
     LOOKUP = "lookup"
     RANGES = "ranges"
     SKIP = "skip"
@@ -69,6 +70,8 @@ TABLE: dict[Pass, PassInfo] = {
                               "register tiles, split sums, cache blocks and threads by rule"),
     Pass.LEFTOVER: PassInfo(Phase.OPTIONS, ("codegen/heuristics.py", "codegen/lower.py"), True,
                             "a split sum whose partials do not divide its terms takes the rest in a loop"),
+    Pass.OVERLAP: PassInfo(Phase.OPTIONS, ("codegen/overlap.py",), True,
+                           "a register tile that does not divide its axis shifts the axis' last pass back"),
     Pass.LOOKUP: PassInfo(Phase.LOWER, ("codegen/lookup.py",), True,
                           "a one-hot sum becomes one load at the index (an embedding's rows)"),
     Pass.RANGES: PassInfo(Phase.LOWER, ("codegen/ranges.py",), True,

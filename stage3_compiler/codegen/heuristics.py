@@ -19,6 +19,7 @@ from ..passes import Pass, on
 from .indexing import strides_of
 from .item import ScheduleItem
 from .opts import Opt, OptOps, apply_opts, outer_loop, reduce_axes
+from .overlap import tile_lanes
 from .renderer import Renderer
 
 THREAD_MIN_WORK = 1 << 15  # output entries x reduction steps below which a kernel stays on one thread
@@ -56,8 +57,9 @@ def matmul_tile(item: ScheduleItem, renderer: Renderer, stored: set[int] | None 
     per multiply-add. TN runs along the axis where b's values sit side by side in memory, so the C
     compiler packs them into one vector register and each accumulator row is a few vector
     registers: 8 x 32 (8 rows of two registers of 16 floats) where the CPU has 32 vector registers
-    (AVX-512), 6 x 16 where it has 16 (AVX2; 4 x 16 where 6 does not divide the rows), 4 x 8 on a GPU
-    (registers per thread: renderer.tile).
+    (AVX-512), 6 x 16 where it has 16 (AVX2), 4 x 8 on a GPU (registers per thread: renderer.tile). Rows
+    the tile's do not divide take it with the overlap pass (overlap.py), else the largest power of two
+    that divides them.
     {} when it is not a matmul, or when neither operand is contiguous along an output axis (the
     scheduler copies a weight read transposed so that one is: layouts.copy_transposed). The tile beat
     a narrower one, and a weight read along K ran slowest (benchmarks/results/stage3_rule_measurements.md).
@@ -97,6 +99,9 @@ def matmul_tile(item: ScheduleItem, renderer: Renderer, stored: set[int] | None 
             return {axis: item.root.shape[axis]} if axis is not None and item.root.shape[axis] > 1 else {}
         sizes, n_axis = item.root.shape, root_axis(item, n)
         tile = {d: lanes_of(sizes[d], t) for d, t in tile.items()}
+        if not one_row and fixed(sizes[root_axis(item, m)]):  # a row tile that does not divide the rows
+            m_axis = root_axis(item, m)
+            tile[m_axis] = tile_lanes(item, sizes[m_axis], rows, tile[m_axis], renderer)
         if one_row or tile[root_axis(item, m)] == 1:
             # one row a pass: the tile's outputs all along the columns, a stream of rows x cols floats
             # of b a step: the more columns a pass, the longer the run of b's memory each step reads (a
@@ -203,8 +208,13 @@ def heuristic_opts(item: ScheduleItem, renderer: Renderer, threads: int,
         block = cache_block(sizes[cols_axis], 4 * steps * cols, PANEL_BYTES)
         if block is not None and steps * sizes[cols_axis] * cols * 4 >= PANELS_BYTES:
             opts.append(Opt(OptOps.BLOCK, cols_axis, block))
-            block = cache_block(sizes[rows_axis], 4 * steps * rows, OPERAND_BYTES)
-            if block is not None and steps * sizes[rows_axis] * rows * 4 > OPERAND_BYTES:
+            # Rows the tile does not divide (the overlap pass's) make a count of passes few powers of two
+            # divide: any count of passes that leaves each thread as many blocks.
+            passes = sizes[rows_axis]
+            blocks = POWERS_OF_TWO if item.root.shape[rows_axis] % rows == 0 else \
+                [b for b in range(64, 0, -1) if passes % b == 0 and passes // b % threads == 0]
+            block = cache_block(passes, 4 * steps * rows, OPERAND_BYTES, blocks)
+            if block is not None and steps * item.root.shape[rows_axis] * 4 > OPERAND_BYTES:
                 opts.append(Opt(OptOps.BLOCK, rows_axis, block))
             plan = apply_opts(item, opts, renderer)
     if renderer.threads and threads > 1 and numel(item.root.shape) * steps >= THREAD_MIN_WORK \
@@ -260,12 +270,14 @@ OPERAND_BYTES = 4 << 20  # a B this large, an A larger, is read in blocks (no lo
 PANELS_BYTES = 2 << 20  # a B this large is read in column blocks (PANEL_BYTES each)
 
 
-def cache_block(passes: int, pass_bytes: int, most: int) -> int | None:
-    """The most passes of a loop (a power of two up to 64 that divides it, fewer than all of them) whose
-    reads, pass_bytes each, fit in `most` bytes; None if no block fits. A block of one pass is the loop
-    moved outermost: each pass's reads stay in cache while the loops inside it run."""
-    return next((b for b in (64, 32, 16, 8, 4, 2, 1) if b * pass_bytes <= most
-                 and passes % b == 0 and b < passes), None)
+POWERS_OF_TWO = (64, 32, 16, 8, 4, 2, 1)
+
+
+def cache_block(passes: int, pass_bytes: int, most: int, sizes=POWERS_OF_TWO) -> int | None:
+    """The most passes of a loop (one of `sizes` that divides it, fewer than all of them) whose reads,
+    pass_bytes each, fit in `most` bytes; None if no block fits. A block of one pass is the loop moved
+    outermost: each pass's reads stay in cache while the loops inside it run."""
+    return next((b for b in sizes if b * pass_bytes <= most and passes % b == 0 and b < passes), None)
 
 
 ONLINE_LANES = (64, 32, 16, 8, 4, 2)  # outputs of one softmax row a pass of an online softmax computes

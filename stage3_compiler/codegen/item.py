@@ -54,6 +54,11 @@ class ScheduleItem:
         return len(self.outputs) > 1
 
     @property
+    def in_place(self) -> bool:
+        """Does it write an assign's target, memory it may also read?"""
+        return any(o.target is not None for o in self.outputs)
+
+    @property
     def symbolic(self) -> bool:
         """Does a loop of the kernel run to a symbolic size (graph/shapetracker.py)?"""
         return is_symbolic(self.root.shape) or (self.reduce is not None and is_symbolic(self.reduce.srcs[0].shape))

@@ -28,6 +28,7 @@ from .indexing import flat_index, unflatten
 from .item import ScheduleItem
 from .lookup import looked_up
 from .opts import LoopPlan, Opt, apply_opts
+from .overlap import pass_start
 from .ranges import reduce_ranges
 from .renderer import Renderer
 from .skipping import skip_unselected
@@ -246,7 +247,8 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
         L.block = next(iter(plan.unroll.values()))
     out_bufs = [L.global_of(o) for o in item.outputs]
     ranges, gidx = output_loops(L, plan, item.root.shape, renderer)
-    lanes = lane_indices(gidx, plan.upcast)
+    lanes = lane_indices(gidx, plan.upcast, item.root.shape)
+    L.mark(Pass.OVERLAP, any(item.root.shape[d] % u for d, u in plan.upcast.items()))
     accs: list[dict[int, UOp]] = [{} for _ in lanes]  # per lane: reduction id -> its accumulator (or value)
     lookup = item.reduce is not None and on(Pass.LOOKUP) and looked_up(L, item, plan, lanes, accs)
     L.mark(Pass.LOOKUP, lookup)
@@ -295,12 +297,14 @@ def output_loops(L: Lowerer, plan: LoopPlan, shape: tuple, renderer: Renderer) -
     return ranges, gidx
 
 
-def lane_indices(gidx: list[Node], upcast: dict[int, int]) -> list[list[Node]]:
+def lane_indices(gidx: list[Node], upcast: dict[int, int], shape: tuple) -> list[list[Node]]:
     """The output indices of each entry one pass computes (one lane when nothing is upcast); the first
-    upcast axis varies fastest, so its lanes sit side by side."""
+    upcast axis varies fastest, so its lanes sit side by side. A pass over an axis its lanes do not
+    divide starts where the overlap pass puts it."""
     lanes = [list(gidx)]
     for axis, u in reversed(upcast.items()):
-        lanes = [[g * u + j if d == axis else g for d, g in enumerate(lane)] for lane in lanes for j in range(u)]
+        start = gidx[axis] * u if shape[axis] % u == 0 else pass_start(gidx[axis], shape[axis], u)
+        lanes = [[start + j if d == axis else g for d, g in enumerate(lane)] for lane in lanes for j in range(u)]
     return lanes
 
 

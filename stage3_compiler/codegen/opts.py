@@ -44,6 +44,7 @@ from enum import Enum, auto
 from ..graph.symbolic import Node, layout
 from ..passes import Pass, on
 from .item import ScheduleItem
+from .overlap import overlaps, passes_of
 from .renderer import Renderer
 
 
@@ -91,8 +92,9 @@ class LoopPlan:
     split: dict[int, int] = field(default_factory=dict)  # innermost reduce axis -> partial accumulators
 
     def loop_sizes(self, shape: tuple[int, ...]) -> list[int]:
-        """Each output axis's loop length (in passes) once the upcast lanes are taken out."""
-        return [n // self.upcast.get(d, 1) for d, n in enumerate(shape)]
+        """Each output axis's loop length (in passes) once the upcast lanes are taken out (lanes that do
+        not divide their axis: whole passes, the last shifted back, codegen/overlap.py)."""
+        return [passes_of(n, self.upcast.get(d, 1)) for d, n in enumerate(shape)]
 
 
 def reduce_axes(item: ScheduleItem) -> tuple[int, ...]:
@@ -155,7 +157,8 @@ def apply_opts(item: ScheduleItem, opts: tuple[Opt, ...] | list[Opt], renderer: 
                 raise OptError(f"{opt}: axis {opt.axis} of {shape} has a symbolic size ({where})")
             if opt.op is OptOps.UPCAST:
                 lanes = plan.upcast.get(opt.axis, 1) * opt.amount
-                if shape[opt.axis] % lanes or math.prod(plan.upcast.values()) * opt.amount > MAX_LANES:
+                divides = shape[opt.axis] % lanes == 0 or overlaps(item, shape[opt.axis], lanes, renderer)
+                if not divides or math.prod(plan.upcast.values()) * opt.amount > MAX_LANES:
                     raise OptError(f"{opt}: {lanes} lanes do not divide axis {opt.axis} of {shape} "
                                    f"or exceed {MAX_LANES} in all ({where})")
                 plan.upcast[opt.axis] = lanes

@@ -159,8 +159,8 @@ class CRenderer(Renderer):
         # pieces it keeps in memory, between which every operation shuffles. A matmul's register tile
         # is then two registers wide and as many rows as the registers allow: 8 rows (16 accumulators,
         # two of B's, A's broadcasts) where there are 32, 6 where there are 16 (12 accumulators: eight
-        # are just the FMA latency times the two FMA pipes, and any stall then shows; 6 rows is taken
-        # where it divides the rows, else 4: heuristics.lanes_of). A step of K loads the tile's rows and
+        # are just the FMA latency times the two FMA pipes, and any stall then shows; rows that 6 does not
+        # divide take it with the overlap pass, codegen/overlap.py). A step of K loads the tile's rows and
         # two registers of B for 2 x rows multiply-adds.
         self.vector_width = vector_width
         self.tile = (8 if registers >= 32 else 6, 2 * vector_width)

@@ -67,7 +67,7 @@ def structure(item: ScheduleItem, stored: set[int], found: set | None = None) ->
     for o in item.outputs:
         visit(o)
     reduces = tuple(number[id(r)] if id(r) in number else visit(r) for r in item.reduces)
-    return (item.root.device, reduces, tuple(records), item.online is not None), inputs
+    return (item.root.device, reduces, tuple(records), item.online is not None, item.in_place), inputs
 
 
 def kernel_key(item: ScheduleItem, stored: set[int]) -> tuple[tuple, list[LazyBuffer], dict[str, int]]:

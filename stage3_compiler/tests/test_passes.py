@@ -63,6 +63,10 @@ def matmul():
     return Tensor(rand(0, 48, 64)) @ Tensor(rand(1, 64, 64))
 
 
+def tall_matmul():  # 131 rows: no tile of 6 or 8 rows divides them
+    return Tensor(rand(11, 131, 32)) @ Tensor(rand(12, 32, 64))
+
+
 def row_sum():  # 78 terms a row: 16 partials leave 14 to the leftover loop
     return Tensor(rand(2, 96, 78)).sum(axis=1)
 
@@ -99,6 +103,7 @@ def attention_grad():
 # each pass that lowering records (Kernel.passes), with a program it changes and the passes it runs under
 # (term ranges bound the online softmax's loop: a causal query reads the keys up to its own)
 PROGRAMS = {Pass.HEURISTICS: (matmul, ""), Pass.VECTORIZE: (matmul, ""), Pass.LEFTOVER: (row_sum, ""),
+            Pass.OVERLAP: (tall_matmul, ""),
             Pass.LOOKUP: (lookup, ""), Pass.RANGES: (causal_attention, "+online,"),
             Pass.SKIP: (embedding_grad, ""), Pass.MERGE: (merged_sums, "")}
 
@@ -151,8 +156,8 @@ def test_the_fma_pass_lets_a_matmul_fuse_its_multiply_adds(monkeypatch):
     assert not any("fp-contract=fast" in source or "fma" in kernel.passes for kernel, source in ran_off)
 
 
-@pytest.mark.parametrize("program", [matmul, row_sum, lookup, causal_attention, embedding_grad, merged_sums,
-                                     attention_grad], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("program", [matmul, tall_matmul, row_sum, lookup, causal_attention, embedding_grad,
+                                     merged_sums, attention_grad], ids=lambda f: f.__name__)
 def test_the_core_alone_computes_what_the_passes_compute(program, monkeypatch):
     fast, _ = run(program, monkeypatch, "")
     core, ran = run(program, monkeypatch, "none")
