@@ -3,7 +3,9 @@ out) and a table of changed lines per file.
 
 Files come in the order the new stage's README reads them (its file-map table, in pipeline
 order; a folder in the map is read in its own README's order), files the map does not name
-after them; changed files first, then the new ones, then any removed.
+after them; changed files first, then the new ones, then any removed. Where the map has a `pass`
+column (stage3's speed passes), the files a pass holds come after all the others: the lesson
+leads with the core.
 
     python -m common.stagediff 1 2 [--stat] [--no-tests]      (or: nox -s diff -- 1 2)
 """
@@ -70,6 +72,27 @@ def file_map(readme: Path) -> list[str]:
     return entries
 
 
+def pass_files(readme: Path) -> set[str]:
+    """The paths of the file map's rows that name a pass in a ``pass`` column (none without one)."""
+    if not readme.is_file():
+        return set()
+    found: set[str] = set()
+    column = None
+    for line in readme.read_text().splitlines():
+        if not line.startswith("|"):
+            if column is not None and found:
+                break
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells[0] == "file":
+            column = cells.index("pass") if "pass" in cells else None
+            if column is None:
+                break  # the first file table is the map, and it has no pass column
+        elif column is not None and len(cells) > column and cells[column] and not set(cells[column]) <= {"-"}:
+            found.update(re.findall(r"`([^`]+)`", cells[0]))
+    return found
+
+
 def reading_key(name: str, stage: Path, folder: str = "") -> tuple[tuple[int, ...], str]:
     """Where ``name`` comes in the stage's reading order: its row in the file map (and in a mapped
     folder's own map), files the map does not name after the mapped ones, by name."""
@@ -101,7 +124,9 @@ def lesson(old: Path, new: Path, tests: bool = True) -> tuple[list[FileDiff], in
     a, b = stage_files(old, tests), stage_files(new, tests)
     diffs = [d for name in a.keys() | b.keys()
              if (d := file_diff(name, a.get(name), b.get(name), old.name, new.name)) is not None]
-    diffs.sort(key=lambda d: (GROUPS.index(d.status), reading_key(d.name, new if d.status != "removed" else old)))
+    passes = pass_files(new / "README.md")
+    diffs.sort(key=lambda d: (d.name in passes, GROUPS.index(d.status),
+                              reading_key(d.name, new if d.status != "removed" else old)))
     identical = len(a.keys() & b.keys()) - sum(1 for d in diffs if d.status == "changed")
     return diffs, identical
 

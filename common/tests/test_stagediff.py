@@ -77,6 +77,18 @@ def test_reading_order_changed_then_new_then_removed(two_stages):
     assert (zeta.added, zeta.removed) == (1, 1) and "-z = 1\n+z = 2" in zeta.text
 
 
+def test_a_map_with_a_pass_column_leads_with_the_files_that_hold_no_pass(tmp_path):
+    old = write(tmp_path / "old", {"api.py": "a = 1\n"})
+    readme = ("| file | pass | what it holds |\n| --- | --- | --- |\n| `core.py` | | the core |\n"
+              "| `fast.py` | fast | a speed rule |\n| `lower.py` | | the core, reads fast.py |\n")
+    new = write(tmp_path / "new", {"README.md": readme, "api.py": "a = 2\n", "core.py": "c\n", "fast.py": "f\n",
+                                   "lower.py": "l\n"})
+    assert stagediff.pass_files(new / "README.md") == {"fast.py"}
+    assert stagediff.pass_files(old / "README.md") == set()
+    diffs, _ = stagediff.lesson(old, new)
+    assert [d.name for d in diffs] == ["api.py", "core.py", "lower.py", "README.md", "fast.py"]
+
+
 def test_no_tests_leaves_out_tests(two_stages):
     old, new = two_stages
     diffs, identical = stagediff.lesson(old, new, tests=False)

@@ -13,7 +13,6 @@ import ctypes
 import functools
 import hashlib
 import os
-import re
 import subprocess
 import sys
 import sysconfig
@@ -185,9 +184,12 @@ def symbol(name: str, key: str) -> str:
 
 
 def renamed(source: str, name: str, key: str) -> str:
-    """The kernel's source with its functions named after `symbol(name, key)`: the kernel `name(` and,
-    under THREAD, its part function `name_part(` (two kernels of one name in a file would clash)."""
-    return re.sub(rf"\b{re.escape(name)}(?=(?:_part)?\()", symbol(name, key), source)
+    """The kernel's source with its functions named after `symbol(name, key)` by the C preprocessor: the
+    kernel `name` and, under THREAD, its part function `name_part` (two kernels of one name in a file
+    would clash); the macros are undefined after the kernel, so the next one in the file is untouched."""
+    new = symbol(name, key)
+    return (f"#define {name} {new}\n#define {name}_part {new}_part\n{source}\n"
+            f"#undef {name}\n#undef {name}_part\n")
 
 
 def build_chunk(chunk: list[tuple[str, tuple[str, str]]]) -> CompileError | None:
