@@ -57,6 +57,7 @@ from ..cpu.renderer import CRenderer, Source, clamped
 from ..dtype import DType, dtypes
 from ..graph.symbolic import Node, Var, layout, render, substitute
 from ..ops import Ops
+from ..passes import TABLE, Pass
 from .group import GROUP, group_shape, output_loops, step
 from .local import LOCAL_K, LOCAL_SIDE, LOCAL_THREADS, LocalPlan, blocks, local_plan
 
@@ -110,6 +111,13 @@ class CUDARenderer(CRenderer):
         if dtype is dtypes.float32:
             return f"({x}!={x}?{x}:ldexpf(1.0f,(int)fmaxf(fminf({x},300.0f),-300.0f)))"
         return f"({x}!={x}?{x}:ldexp(1.0,(int)fmax(fmin({x},3000.0),-3000.0)))"
+
+    def render(self, kernel: Kernel) -> str:
+        """The kernel's CUDA C; the renderer's own passes that change it (GROUP, LOCAL) join the kernel's
+        record of the passes that changed it (Kernel.passes, which DEBUG=2 prints)."""
+        applied = {Pass.GROUP.value: group_shape(kernel) is not None, Pass.LOCAL.value: local_tiles(kernel) is not None}
+        kernel.passes = tuple(p.value for p in TABLE if p.value in kernel.passes or applied.get(p.value, False))
+        return super().render(kernel)
 
     def prologue(self, kernel: Kernel, pragmas: list[str]) -> list[str]:
         shape = group_shape(kernel)

@@ -358,6 +358,21 @@ def test_local_matmuls_under_blocks_of_256_threads(tmp_path, case, blocks, gpu_l
     np.testing.assert_array_equal(_run_blocks(kernel, x, 2, 32, tmp_path), np.ravel(want))  # the plain twin
 
 
+def test_the_renderers_passes_are_named_on_the_kernels_they_change(monkeypatch):
+    """DEBUG=2 names the passes that changed a kernel: GROUP's and LOCAL's too, applied as the CUDA
+    renderer writes it, and neither where the pass is off."""
+    def passes(t: Tensor) -> tuple[str, ...]:
+        kernel = _kernel(t)
+        CUDARenderer().render(kernel)
+        return kernel.passes
+    matmul = lambda: Tensor(np.ones((128, 64), np.float32)) @ np.ones((64, 128))  # noqa: E731
+    folded = lambda: (Tensor(np.ones((600, 70), np.float32)) ** 2).sum()  # noqa: E731
+    assert "local" in passes(matmul()) and "group" not in passes(matmul())
+    assert "group" in passes(folded()) and "local" not in passes(folded())
+    monkeypatch.setenv("PASSES", "-local,-group")
+    assert not {"local", "group"} & set(passes(matmul()) + passes(folded()))
+
+
 def test_local_needs_whole_block_tiles():
     """LOCAL takes a matmul whose tile counts LOCAL_SIDE divides and whose K LOCAL_K divides; others
     keep the plain kernel only."""
