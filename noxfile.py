@@ -121,7 +121,8 @@ def stage3(session: nox.Session) -> None:
                 "conformance/test_extremes.py", "--stage", "stage3_compiler", "--device", "CPU", *session.posargs,
                 env=emulate)
     for part in (["conformance/test_forward.py"],
-                 ["conformance/test_grad.py", "conformance/test_models.py", "conformance/test_views_hypothesis.py"]):
+                 ["conformance/test_grad.py", "conformance/test_models.py", "conformance/test_views_hypothesis.py",
+                  "conformance/test_layers.py"]):
         session.run("pytest", "-q", *WORKERS, *part, "--stage", "stage3_compiler", "--device", "CPU",
                     *session.posargs, env=emulate)
     session.run("pytest", "-q", *WORKERS, "conformance", "--stage", "stage3_compiler", "--device", "CUDA",

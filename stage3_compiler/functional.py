@@ -13,7 +13,7 @@ from .errors import ArgumentError
 from .flash import flash_applies, flash_attention
 from .hooks import TensorCore
 from .ops import Ops
-from .shape import broadcast_shapes
+from .shape import broadcast_shapes, normalize_axis
 
 
 class FunctionalMixin(TensorCore):
@@ -108,6 +108,25 @@ class FunctionalMixin(TensorCore):
         x = self.cast(float_of(self.dtype))
         centered = x - x.mean(axis, keepdim=True)
         return centered * (centered.square().mean(axis, keepdim=True) + eps).rsqrt()
+
+    def batchnorm(self, weight, bias, mean, invstd, axis=1) -> Self:
+        """(x - mean) * invstd * weight + bias with statistics already computed: mean, invstd (1 /
+        sqrt(var + eps)), weight and bias (either may be None) are indexed by the dims in `axis` (an
+        int or a tuple) and broadcast over the others. BatchNorm, GroupNorm and InstanceNorm end here."""
+        axes = (axis,) if isinstance(axis, int) else tuple(axis)
+        axes = tuple(normalize_axis("batchnorm", a, self.ndim, self.shape) for a in axes)
+        shape = tuple(s if d in axes else 1 for d, s in enumerate(self.shape))
+
+        def along(name: str, t):
+            if t.shape != tuple(self.shape[d] for d in axes):
+                raise ArgumentError(f"batchnorm: {name} has shape {t.shape}, expected the sizes of axis {axis} "
+                                    f"of input {self.shape}: {tuple(self.shape[d] for d in axes)}")
+            return t.reshape(shape)
+
+        x = (self - along("mean", mean)) * along("invstd", invstd)
+        if weight is not None:
+            x = x * along("weight", weight)
+        return x if bias is None else x + along("bias", bias)
 
     def dropout(self, p: float = 0.5) -> Self:
         if not 0 <= p <= 1:
