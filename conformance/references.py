@@ -165,6 +165,13 @@ def layernorm(x: np.ndarray, axis: int = -1, eps: float = 1e-5) -> np.ndarray:
     return (x - mean) / np.sqrt(var + eps)
 
 
+def batchnorm(x, weight, bias, mean, invstd, axis=1):
+    """(x - mean) * invstd * weight + bias, the four indexed by the dims in axis (numpy or torch arrays)."""
+    axes = {a % x.ndim for a in ((axis,) if isinstance(axis, int) else axis)}
+    shape = [s if d in axes else 1 for d, s in enumerate(x.shape)]
+    return (x - mean.reshape(shape)) * invstd.reshape(shape) * weight.reshape(shape) + bias.reshape(shape)
+
+
 def attention(q, k, v, attn_mask=None, is_causal=False) -> np.ndarray:
     """softmax(q k^T / sqrt(d) + mask) v over the last two axes."""
     scores = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
