@@ -405,7 +405,7 @@ class NanoChat:
         lrs = [matrix_lr, embedding_lr * scale, unembedding_lr * scale]
         matrices, embedding, head = self.param_groups()
         opts = [
-            optim.Muon(matrices, lr=lrs[0], momentum=0.95, nesterov=True),
+            optim.Muon(matrices, lr=lrs[0], momentum=0.95, nesterov=True, weight_decay=0.0),
             optim.AdamW(embedding, lr=lrs[1], b1=0.8, b2=0.95, eps=1e-10, weight_decay=weight_decay),
             optim.AdamW(head, lr=lrs[2], b1=0.8, b2=0.95, eps=1e-10, weight_decay=weight_decay),
         ]

@@ -12,10 +12,12 @@ running this Python.
 from __future__ import annotations
 
 from ..dtype import dtypes
+from ..errors import ArgumentError
 from ..tensor import Tensor
 from .schedules import cosine_lr, linear_rampdown_lr
 
-__all__ = ["SGD", "Adam", "AdamW", "Muon", "Optimizer", "clip_grad_norm_", "cosine_lr", "linear_rampdown_lr"]
+__all__ = ["LAMB", "LARS", "SGD", "Adam", "AdamW", "Muon", "Optimizer", "clip_grad_norm_", "cosine_lr",
+           "linear_rampdown_lr"]
 
 
 class Optimizer:
@@ -64,12 +66,20 @@ class Optimizer:
             now = self._scalars()
             Tensor.realize(self._t, *now.values())
             for i, p in enumerate(self.params):
-                if p.grad is not None:
-                    self._apply(i, p, p.grad.detach(), now)
+                if p.grad is not None:  # a parameter without a gradient is skipped, as torch does
+                    self._apply(i, p, self._checked_grad(i, p), now)
         # One realize for the whole update: every parameter and state buffer is scheduled together
         # (the backward graph behind the gradients with them), and the next step starts from
         # buffers, not from an ever longer graph.
         Tensor.realize(*self.params, *(b for bufs in self.state.values() for b in bufs))
+
+    def _checked_grad(self, i: int, p: Tensor) -> Tensor:
+        g = p.grad
+        if not isinstance(g, Tensor) or g.shape != p.shape or g.device != p.device or not g.dtype.is_float:
+            raise ArgumentError(f"{type(self).__name__}.step: parameter {i} {p.shape} {p.dtype.name} on {p.device} has "
+                                f"a gradient {getattr(g, 'shape', type(g))} {getattr(g, 'dtype', '')} that does not "
+                                f"fit it (a float tensor of its shape, on its device, was expected)")
+        return g.detach()
 
     def _scalars(self) -> dict[str, Tensor]:
         """The numbers this step's update needs besides lr, computed on the device (subclasses)."""
@@ -110,25 +120,55 @@ class Optimizer:
 
 
 class SGD(Optimizer):
-    """torch.optim.SGD (dampening 0): g += wd*p; buf = momentum*buf + g (buf = g at the first step);
-    g = g + momentum*buf with nesterov, else buf; p -= lr*g."""
+    """torch.optim.SGD: g += wd*p; buf = momentum*buf + (1-dampening)*g (buf = g at the first step);
+    g = g + momentum*buf with nesterov, else buf; p -= lr*g. tinygrad's classic=True scales g by lr
+    before the momentum instead of after (the same steps while lr is constant)."""
 
     slots = ("momentum",)
 
     def __init__(self, params, lr: float = 0.001, momentum: float = 0.0, weight_decay: float = 0.0,
-                 nesterov: bool = False):
-        if nesterov and momentum <= 0:
-            raise ValueError("SGD: nesterov needs a positive momentum")
+                 nesterov: bool = False, dampening: float = 0.0, classic: bool = False):
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("SGD: nesterov needs a positive momentum and zero dampening")
         super().__init__(params, lr)
         self.momentum, self.weight_decay, self.nesterov = momentum, weight_decay, nesterov
+        self.dampening, self.classic = dampening, classic
+
+    def _scalars(self):
+        # the gradient's weight in the momentum: 1 at the first step, 1 - dampening after it (torch)
+        return {"gain": 1 - (self._t > 1).cast(dtypes.float64) * self.dampening} if self.dampening else {}
+
+    def _trust(self, p: Tensor, g: Tensor) -> Tensor | float:
+        """A factor on this parameter's step: 1 here, LARS's trust ratio in LARS."""
+        return 1.0
 
     def _update(self, i, p, g, now):
+        trust = self._trust(p, g)
         if self.weight_decay:
             g = g + p * self.weight_decay
+        if self.classic:
+            g = g * trust * self._held(self._lr, p)
         if self.momentum:  # buf starts at 0, so the first step's buf is g, as torch's
-            buf = self.state["momentum"][i].assign(self.state["momentum"][i] * self.momentum + g)
+            gain = self._held(now["gain"], p) if self.dampening else 1.0
+            buf = self.state["momentum"][i].assign(self.state["momentum"][i] * self.momentum + g * gain)
             g = g + buf * self.momentum if self.nesterov else buf
-        return p - g * self._held(self._lr, p)
+        return p - g if self.classic else p - g * trust * self._held(self._lr, p)
+
+
+class LARS(SGD):
+    """Layer-wise adaptive rate scaling (You, Gitman and Ginsburg 2017), tinygrad's defaults: SGD
+    whose step for each parameter is scaled by the trust ratio tcoef * |p| / (|g| + wd * |p|) (1 where
+    |p| or |g| is 0), so that every layer moves by about the same fraction of its norm."""
+
+    def __init__(self, params, lr: float = 0.001, momentum: float = 0.9, weight_decay: float = 1e-4,
+                 nesterov: bool = False, classic: bool = True, tcoef: float = 0.001):
+        super().__init__(params, lr, momentum, weight_decay, nesterov, classic=classic)
+        self.tcoef = tcoef
+
+    def _trust(self, p, g):
+        p_norm, g_norm = p.square().sum().sqrt(), g.square().sum().sqrt()
+        ratio = self.tcoef * p_norm / (g_norm + p_norm * self.weight_decay)
+        return ((p_norm > 0) & (g_norm > 0)).where(ratio, 1.0)
 
 
 class Adam(Optimizer):
@@ -139,8 +179,9 @@ class Adam(Optimizer):
     decoupled = False
 
     def __init__(self, params, lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8,
-                 weight_decay: float = 0.0):
+                 weight_decay: float = 0.0, *, betas: tuple[float, float] | None = None):
         super().__init__(params, lr)
+        b1, b2 = _betas(type(self).__name__, b1, b2, betas)
         self.b1, self.b2, self.eps, self.weight_decay = b1, b2, eps, weight_decay
 
     def _scalars(self):
@@ -166,17 +207,59 @@ class AdamW(Adam):
     decoupled = True
 
     def __init__(self, params, lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8,
-                 weight_decay: float = 0.01):
-        super().__init__(params, lr, b1, b2, eps, weight_decay)
+                 weight_decay: float = 0.01, *, betas: tuple[float, float] | None = None):
+        super().__init__(params, lr, b1, b2, eps, weight_decay, betas=betas)
 
 
-def newton_schulz(g: Tensor, steps: int = 5, eps: float = 1e-7) -> Tensor:
+class LAMB(Adam):
+    """Layer-wise adaptive moments (You et al. 2019), tinygrad's defaults: the Adam direction
+    u = m_hat / (sqrt(v_hat) + eps) + wd * p, scaled for each parameter by the trust ratio |p| / |u|
+    (1 where either is 0): p -= lr * ratio * u. adam=True drops the ratio (then it is AdamW)."""
+
+    def __init__(self, params, lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-6,
+                 weight_decay: float = 0.0, adam: bool = False, *, betas: tuple[float, float] | None = None):
+        super().__init__(params, lr, b1, b2, eps, weight_decay, betas=betas)
+        self.adam = adam
+
+    def _scalars(self):
+        t = self._t.cast(dtypes.float64)
+        return {"inv_bc1": 1 / (1 - self.b1**t), "inv_bc2": 1 / (1 - self.b2**t)}
+
+    def _update(self, i, p, g, now):
+        m = self.state["m"][i].assign(self.state["m"][i] * self.b1 + g * (1 - self.b1))
+        v = self.state["v"][i].assign(self.state["v"][i] * self.b2 + g * g * (1 - self.b2))
+        u = m * self._held(now["inv_bc1"], p) / ((v * self._held(now["inv_bc2"], p)).sqrt() + self.eps)
+        if self.weight_decay:
+            u = u + p * self.weight_decay
+        if not self.adam:
+            p_norm, u_norm = p.square().sum().sqrt(), u.square().sum().sqrt()
+            u = u * ((p_norm > 0) & (u_norm > 0)).where(p_norm / u_norm, 1.0)
+        return p - u * self._held(self._lr, p)
+
+
+def _betas(name: str, b1: float, b2: float, betas) -> tuple[float, float]:
+    """torch's betas=(b1, b2) or tinygrad's b1=, b2=: one spelling at a time."""
+    if betas is None:
+        return b1, b2
+    if (b1, b2) != (0.9, 0.999):
+        raise TypeError(f"{name}: give the moments' decay rates once, as betas (torch) or b1, b2 (tinygrad)")
+    if len(betas) != 2:
+        raise ValueError(f"{name}: betas must be two numbers, got {betas}")
+    return float(betas[0]), float(betas[1])
+
+
+NS_COEFFICIENTS = (3.4445, -4.7750, 2.0315)
+
+
+def newton_schulz(g: Tensor, steps: int = 5, eps: float = 1e-7, coefficients=NS_COEFFICIENTS) -> Tensor:
     """An approximately orthogonal matrix with g's singular vectors (U V^T), by Keller Jordan's quintic
-    Newton-Schulz iteration; its coefficients push singular values into about [0.7, 1.2] fast."""
-    a, b, c = 3.4445, -4.7750, 2.0315
+    Newton-Schulz iteration; its coefficients push singular values into about [0.7, 1.2] fast. g is
+    first divided by its Frobenius norm (at least eps), which bounds its spectral norm by 1."""
+    a, b, c = coefficients
     wide = g.shape[0] > g.shape[1]
     x = g.T if wide else g
-    x = x / (x.square().sum().sqrt() + eps)
+    norm = x.square().sum().sqrt()
+    x = x / (norm < eps).where(eps, norm)
     for _ in range(steps):
         A = x @ x.T
         B = A * b + (A @ A) * c
@@ -185,19 +268,34 @@ def newton_schulz(g: Tensor, steps: int = 5, eps: float = 1e-7) -> Tensor:
 
 
 class Muon(Optimizer):
-    """Momentum orthogonalised by Newton-Schulz (Keller Jordan's Muon, as nanochat uses it), for 2-D+
-    weights (flattened to (rows, -1)): buf = m*buf + (1-m)*g; u = lerp(g, buf, m) with nesterov;
-    p -= lr * max(1, rows/cols)^0.5 * NS(u)."""
+    """torch.optim.Muon (Keller Jordan's, as nanochat uses it), with its defaults: momentum orthogonalised
+    by Newton-Schulz, for weights of 2 dims (or more, flattened to (rows, -1); torch takes 2 only):
+    buf = m*buf + (1-m)*g; u = lerp(g, buf, m) with nesterov, else buf; p *= 1 - lr*wd;
+    p -= lr * scale * NS(u), scale max(1, rows/cols)^0.5 ("original") or 0.2 * max(rows, cols)^0.5
+    ("match_rms_adamw"). torch runs the iteration in bfloat16; ours runs it in the weight's dtype."""
 
     slots = ("momentum",)
+    ADJUST_LR = ("original", "match_rms_adamw")
 
-    def __init__(self, params, lr: float = 0.02, momentum: float = 0.95, nesterov: bool = True, ns_steps: int = 5):
+    def __init__(self, params, lr: float = 1e-3, weight_decay: float = 0.1, momentum: float = 0.95,
+                 nesterov: bool = True, ns_coefficients: tuple[float, float, float] = NS_COEFFICIENTS,
+                 eps: float = 1e-7, ns_steps: int = 5, adjust_lr_fn: str | None = None):
+        if adjust_lr_fn not in (None, *self.ADJUST_LR):
+            raise ValueError(f"Muon: adjust_lr_fn must be None or one of {self.ADJUST_LR}, got {adjust_lr_fn!r}")
+        if len(tuple(ns_coefficients)) != 3 or not 0 < ns_steps < 100:
+            raise ValueError(f"Muon: ns_coefficients must be 3 numbers and ns_steps in 1..99, got {ns_coefficients} "
+                             f"and {ns_steps}")
         super().__init__(params, lr)
         for p in self.params:
             if p.ndim < 2:
                 raise ValueError(f"Muon: only 2-D (or higher) weights are supported, got shape {p.shape}; "
                                  "use AdamW for biases and norms")
-        self.momentum, self.nesterov, self.ns_steps = momentum, nesterov, ns_steps
+        self.weight_decay, self.momentum, self.nesterov = weight_decay, momentum, nesterov
+        self.ns_coefficients, self.eps, self.ns_steps = tuple(ns_coefficients), eps, ns_steps
+        self.adjust_lr_fn = adjust_lr_fn
+
+    def _scalars(self):
+        return {"decay": 1 - self._lr * self.weight_decay}
 
     def _update(self, i, p, g, now):
         m = self.momentum
@@ -205,8 +303,14 @@ class Muon(Optimizer):
         u = g * (1 - m) + buf * m if self.nesterov else buf
         rows = p.shape[0]
         cols = p.numel() // max(rows, 1)
-        u = newton_schulz(u.reshape(rows, cols), self.ns_steps).reshape(p.shape)
-        return p - u * self._held(self._lr * max(1.0, rows / cols) ** 0.5, p)
+        u = newton_schulz(u.reshape(rows, cols), self.ns_steps, self.eps, self.ns_coefficients).reshape(p.shape)
+        if self.adjust_lr_fn == "match_rms_adamw":
+            scale = 0.2 * max(rows, cols) ** 0.5
+        else:
+            scale = max(1.0, rows / cols) ** 0.5
+        if self.weight_decay:
+            p = p * self._held(now["decay"], p)
+        return p - u * self._held(self._lr * scale, p)
 
 
 def clip_grad_norm_(params, max_norm: float) -> Tensor:
