@@ -22,14 +22,19 @@ answer):
 - State the function keeps (parameters, optimizer moments, the learning rate, BatchNorm's running
   statistics) must be updated with `assign`, which writes the tensor's own buffer in place: a replay
   writes it again. Every assign the call makes is realized before it returns, as a replay runs it.
-  A tensor made inside the call that is still alive after it (state kept by rebinding a Python
-  name) would not be updated by a replay, so the capture refuses it; so does a buffer of earlier
+  A tensor made inside the call and still held after it (the gradients a step leaves on the
+  parameters when it zeroes them first, as tinygrad's examples do) keeps its buffer: every replay
+  writes it again, so the tensor shows each call's values (a name rebound between calls, p.grad =
+  None, is not bound again). State kept by rebinding a name instead (x = x + 1, or gradients that
+  accumulate because nothing zeroes them inside the step) is refused: the capture sees a name that
+  held a tensor the call read now hold one the call made, and names it. So is a buffer of earlier
   state that the call dropped.
 - State read from outside the arguments (a closure, a model's attribute) is read from the buffer
   the capture saw. Before each replay every tensor that held such a buffer at the capture must
   still hold it: one rebound since (`st["w"] = Tensor(...)`, or to an unrealized graph
   `w = w * 2`), or dropped, raises, naming it; an assign made between calls and not realized yet
-  is realized first, into that buffer.
+  is realized first, into that buffer. A tensor that was an unrealized graph over such a buffer
+  when the call read it (the call computed its graph inside a kernel) must still be that graph.
 - Views as arguments: a reshape of a whole buffer is swapped in as it is; a strided view (a slice
   with an offset or steps, a transpose) or a constant is copied into a buffer of its own first,
   and the function gets the copy.
@@ -74,6 +79,8 @@ class TinyJit:
         self.fn = fn
         self.calls = 0
         self.plan: Plan | None = None
+        self.first_bindings: list = []  # where the first call left the tensors it made (bindings_of_made)
+        self.first_inputs: list[weakref.ref] = []  # the first call's argument buffers
         self.signature: list | None = None
         functools.update_wrapper(self, fn)
 
@@ -109,7 +116,10 @@ class TinyJit:
             return self.replay(buffers, values)
         self.calls += 1
         if self.calls == 1:  # as a replay will: the returned tensors realized, with every assign the call made
-            return self.run(args, kwargs)[0]
+            ret, cap = self.run(args, kwargs)
+            self.first_bindings = bindings_of_made(cap)
+            self.first_inputs = [weakref.ref(b) for b in buffers]
+            return ret
         return self.capture(args, kwargs, signature, buffers, values)
 
     def run(self, args, kwargs) -> tuple[Any, Capture]:
@@ -148,6 +158,9 @@ class TinyJit:
         del ret
         gc.collect()  # what the call dropped (its graph, with cycles) is gone before we ask what is alive
         self.plan = make_plan(cap, buffers, structure, name)
+        check_rebinding(self.plan, self.first_bindings, name)
+        check_carried_inputs(self.plan, self.first_inputs, name)
+        self.first_bindings, self.first_inputs = [], []
         self.plan.state = find_holders(self.plan)
         self.signature = signature
         return result
@@ -196,19 +209,120 @@ def own_symbolic_views(x):
     return map_tensors(x, lambda t: t.contiguous() if not t.lazydata.is_base and t.lazydata.st.variables else t)
 
 
+def bindings(tensors: list) -> list[tuple[Any, Any, weakref.ref]]:
+    """Where each tensor is bound now: (the dict, list or closure cell holding it, the key there, a
+    weak reference to the tensor's buffer). An object's attribute is an entry of its __dict__. One
+    look through the referrers of all of them at once."""
+    want = {id(t) for t in tensors}
+    out = []
+    for holder in gc.get_referrers(*tensors):
+        if isinstance(holder, dict):
+            pairs = holder.items()
+        elif isinstance(holder, list) and holder is not tensors:
+            pairs = enumerate(holder)
+        elif isinstance(holder, types.CellType):
+            pairs = [(None, holder.cell_contents)]
+        elif isinstance(holder, (types.FrameType, type)) or not hasattr(type(holder), "__dict__"):
+            continue
+        else:  # an object whose attributes Python keeps inline (3.11+): the dict names the place
+            try:
+                holder = vars(holder)
+            except TypeError:
+                continue
+            pairs = holder.items()
+        out += [(holder, key, weakref.ref(value.lazydata.base.buffer)) for key, value in pairs if id(value) in want]
+    return out
+
+
+def value_at(holder, key):
+    """What a place found by `bindings` holds now."""
+    if isinstance(holder, dict):
+        return holder.get(key)
+    if isinstance(holder, list):
+        return holder[key] if key < len(holder) else None
+    try:
+        return holder.cell_contents
+    except ValueError:  # an empty cell
+        return None
+
+
+def bindings_of_made(cap: Capture) -> list:
+    """After the first call: where the tensors holding a buffer that call made are bound."""
+    gc.collect()  # what the call dropped (its graph, with cycles) is gone before we ask what is alive
+    made = {id(r()) for r in cap.made if r() is not None}
+    holding = [t for t in list(live_tensors) if id(t.lazydata.base.buffer) in made]
+    return bindings(holding) if holding else []
+
+
+def check_rebinding(plan: Plan, before: list, name: str) -> None:
+    """A place (an attribute, a dict entry, a list item, a closure variable) that held, after the first
+    call, a tensor that call made and this one read must still hold that tensor's buffer: if it holds
+    another tensor, the state is kept by rebinding (x = x + 1, or gradients accumulated because
+    nothing zeroes them in the step), and a replay would read the old buffer every time."""
+    read = {id(plan.fixed[s]) for s in plan.state_slots}
+    for holder, key, ref in before:
+        old = ref()
+        if old is None or id(old) not in read:
+            continue
+        now = value_at(holder, key)
+        if not isinstance(now, Tensor) or now.lazydata.base.buffer is not old:
+            label = "a closure variable" if isinstance(holder, types.CellType) else f"[{key!r}]"
+            raise JitError(f"TinyJit({name}): {label} held a tensor this call read and now holds another: state "
+                           "kept by rebinding a name (x = x + 1) instead of x.assign(x + 1), or gradients "
+                           "accumulated because they are not zeroed inside the step. A replay would read the "
+                           "old tensor every time")
+
+
+def check_carried_inputs(plan: Plan, first_inputs: list, name: str) -> None:
+    """The capture must not read an argument of the first call that this call did not pass: it reached
+    this call through something kept from the last one (a gradient that accumulates across calls,
+    never realized, or a graph built in one call and read in the next), and a replay would read that
+    first argument forever."""
+    firsts = {id(r()): i for i, r in enumerate(first_inputs) if r() is not None}
+    for slot in plan.state_slots:
+        i = firsts.get(id(plan.fixed[slot]))
+        if i is not None:
+            raise JitError(f"TinyJit({name}): reads the first call's tensor argument {i} although this call did "
+                           "not pass it: something kept from one call to the next still computes from it (a "
+                           "gradient accumulated because it is not zeroed inside the step, or a graph built in a "
+                           "call and read in the next). A replay would read that first argument forever")
+
+
 def find_holders(plan: Plan) -> list[tuple[int, list, str]]:
     """For each buffer of earlier state the plan reads, the tensors that hold it now (weakly), and
-    what it is: (slot, [ref], description). A one-time look at every live tensor, at the capture."""
+    what it is: (slot, [(ref, node)], description). A tensor holds a buffer when it is that buffer, or
+    when it is an unrealized graph that reads it (node: that graph, which it must keep). A one-time
+    look at every live tensor, at the capture."""
     slots = {id(plan.fixed[s]): s for s in plan.state_slots}
     holders: dict[int, list] = {s: [] for s in plan.state_slots}
     what: dict[int, str] = {}
     for obj in list(live_tensors):
         base = obj.lazydata.base
-        slot = slots.get(id(base.buffer)) if base.buffer is not None else None
-        if slot is not None:
-            holders[slot].append(weakref.ref(obj))
-            what.setdefault(slot, f"a {base.dtype.name} tensor of shape {base.shape} made at {where(base)}")
+        if base.buffer is not None:
+            reads, node = [base.buffer], None
+        else:
+            reads, node = buffers_read(base), obj.lazydata
+        for buf in reads:
+            slot = slots.get(id(buf))
+            if slot is not None:
+                holders[slot].append((weakref.ref(obj), node))
+                what.setdefault(slot, f"a {base.dtype.name} tensor of shape {base.shape} made at {where(base)}")
     return [(s, refs, what[s]) for s, refs in holders.items() if refs]
+
+
+def buffers_read(node: LazyBuffer) -> list:
+    """The realized buffers an unrealized graph reads."""
+    seen, stack, out = set(), [node], []
+    while stack:
+        n = stack.pop().base
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if n.buffer is not None:
+            out.append(n.buffer)
+        else:
+            stack.extend(n.srcs)
+    return out
 
 
 def check_state(plan: Plan, name: str) -> None:
@@ -218,9 +332,16 @@ def check_state(plan: Plan, name: str) -> None:
     dropped, leaving the buffer to the capture alone, would make the replay read stale values."""
     for slot, refs, what in plan.state:
         buf, live = plan.fixed[slot], 0
-        for ref in refs:
+        for ref, node in refs:
             t = ref()
             if t is None:
+                continue
+            if node is not None:  # an unrealized graph over the buffer when the call read it
+                if t.lazydata is not node:
+                    raise JitError(f"TinyJit({name}): {what}, an unrealized graph over a buffer the capture "
+                                   "reads, was rebound since; a replay would compute the old graph. Update it "
+                                   "with assign, realize it before the first call, or pass it as an argument")
+                live += 1
                 continue
             base = t.lazydata.base
             if base.buffer is None and base.target is not None and base.target.buffer is buf:

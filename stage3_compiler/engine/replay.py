@@ -32,6 +32,7 @@ class Plan:
     mem: int
     peak_bytes: int
     state_slots: list[int]  # the slots of earlier state (parameters, moments): written in place, never swapped
+    kept_slots: list[int]  # buffers the call made and left held (gradients): each replay writes them again
     state: list[tuple[int, list, str]] = field(default_factory=list)  # their holders (find_holders)
 
 
@@ -81,9 +82,12 @@ def run_plan(plan: Plan, inputs: list, values: dict[str, int] | None = None) -> 
 
 def make_plan(cap: Capture, inputs: list, structure, name: str) -> Plan:
     """The capture as slots. A buffer the call read is one of: an input (swapped in per call); one a
-    kernel of the call made that is returned (new per call) or that died with the call (the plan's
-    own, planned by lifetime); or one from before the call that is still alive (persistent state,
-    written in place). Anything else makes a replay wrong, and raises."""
+    kernel of the call made that is returned (new per call), that died with the call (the plan's
+    own, planned by lifetime) or that something still holds (gradients the step leaves on the
+    parameters: kept, and written again by every replay, so its holder sees each call's values); or
+    one from before the call that is still alive (persistent state, written in place). A buffer of
+    earlier state that the call dropped makes a replay wrong, and raises. (Whether a kept buffer
+    replaced state the call read, x = x + 1, is for the caller to check: jit.py's check_rebinding.)"""
     if cap.readback is not None:
         raise JitError(f"TinyJit({name}): reads a value back to Python (.item(), .numpy()) at {cap.readback}; "
                        "a replay runs no Python, so that value and whatever it decided would be frozen. "
@@ -111,7 +115,7 @@ def make_plan(cap: Capture, inputs: list, structure, name: str) -> Plan:
     collect_buffers(structure, returned)
     input_ids = {id(b): i for i, b in reversed(list(enumerate(inputs)))}
     fixed: list = [None] * len(slot_of)
-    plan_inputs, fresh, temporary, state = {}, {}, {}, []
+    plan_inputs, fresh, temporary, state, kept = {}, {}, {}, [], []
     for r, slot in slot_of.items():
         buf = r()
         if buf is not None and id(buf) in input_ids:
@@ -121,9 +125,8 @@ def make_plan(cap: Capture, inputs: list, structure, name: str) -> Plan:
         elif r in cap.made and buf is None:
             temporary[slot] = cap.made[r]
         elif r in cap.made:
-            raise JitError(f"TinyJit({name}): a tensor made inside the call ({cap.what[r]}) is still held after "
-                           "it and is not returned: state kept by rebinding a name (x = x + 1) instead of "
-                           "x.assign(x + 1), or gradients not zeroed inside the step. A replay would not update it")
+            fixed[slot] = buf
+            kept.append(slot)
         elif buf is None:
             step = cap.steps[first[slot]]
             by = f" (first read by {step.program.name})" if isinstance(step, KernelStep) else ""
@@ -135,7 +138,7 @@ def make_plan(cap: Capture, inputs: list, structure, name: str) -> Plan:
     peak = plan_memory(temporary, first, last, fixed)
     kernels = sum(isinstance(s, KernelStep) for s in cap.steps)
     outputs = map_structure(structure, {id(r()): s for r, s in slot_of.items() if r() is not None})
-    return Plan(steps, fixed, plan_inputs, fresh, outputs, kernels, cap.ops, cap.mem, peak, state)
+    return Plan(steps, fixed, plan_inputs, fresh, outputs, kernels, cap.ops, cap.mem, peak, state, kept)
 
 
 def collect_buffers(frozen, out: set) -> None:

@@ -116,8 +116,76 @@ def test_state_kept_by_rebinding_is_refused():
         state["total"] = (state["total"] + x).realize()  # should be state["total"].assign(...)
         return x.sum()
 
-    with pytest.raises(JitError, match="still held after it"):
+    with pytest.raises(JitError, match=r"\['total'\] held a tensor this call read .* rebinding a name"):
         called_twice(TinyJit(f), Tensor(np.ones(3, np.float32)))
+
+
+def test_state_kept_by_rebinding_is_refused_even_when_the_old_tensor_lives_on():
+    history = []
+    state = {"total": Tensor(np.zeros(3, np.float32))}
+
+    def f(x):
+        history.append(state["total"])  # the old tensor stays alive: no buffer is dropped
+        state["total"] = (state["total"] + x).realize()
+        return x.sum()
+
+    with pytest.raises(JitError, match=r"\['total'\] held a tensor this call read and now holds another"):
+        called_twice(TinyJit(f), Tensor(np.ones(3, np.float32)))
+
+
+@pytest.mark.parametrize("realized", [True, False])
+def test_gradients_accumulated_across_calls_are_refused(realized):
+    w = Tensor(np.ones(3, np.float32), requires_grad=True)
+
+    @TinyJit
+    def f(x):
+        (w * x).sum().backward()  # nothing zeroes w.grad: each call adds to the last call's gradient
+        if realized:
+            w.grad.realize()
+        return w.grad.sum()
+
+    why = r"\['grad'\] held a tensor this call read and now holds another.* not zeroed inside the step"
+    with pytest.raises(JitError, match=why):
+        f(Tensor(np.ones(3, np.float32)))
+        f(Tensor(np.ones(3, np.float32)))
+
+
+def test_gradients_zeroed_inside_the_step_stay_on_the_parameters():
+    """What a replay writes again may stay held: the gradients of the last call, as eagerly."""
+    w = Tensor(np.ones(3, np.float32), requires_grad=True)
+    scale = Tensor.ones(3) * 3  # unrealized until the first call realizes it (a buffer that call makes)
+
+    @TinyJit
+    def f(x):
+        w.grad = None
+        (w * x * scale).square().sum().backward()
+        return w.grad.sum()
+
+    for i in range(5):
+        x = np.full(3, i + 1, np.float32)
+        assert f(Tensor(x)).item() == pytest.approx(3 * 2 * 9 * (i + 1) ** 2)
+        np.testing.assert_allclose(w.grad.numpy(), 2 * 9 * x**2)  # this call's gradient, on the parameter
+
+
+def test_a_lazy_tensor_rebound_in_a_dict_or_an_attribute_is_refused():
+    class Holder:
+        pass
+
+    holder, state = Holder(), {}
+    holder.w = Tensor(np.ones(3, np.float32)).realize() * 2  # unrealized: each call computes it in its kernel
+    state["w"] = Tensor(np.ones(3, np.float32)).realize() * 3
+    f = TinyJit(lambda x: (x * holder.w * state["w"]).sum())
+    x = Tensor(np.arange(3, dtype=np.float32))
+    called_twice(f, x)
+    assert f(x).item() == 18
+    state["w"] = Tensor(np.full(3, 5, np.float32)).realize() * 1
+    with pytest.raises(JitError, match=r"made at .*test_jit.py:\d+.* no longer held"):
+        f(x)
+    f, x = TinyJit(lambda x: (x * holder.w).sum()), Tensor(np.arange(3, dtype=np.float32))
+    called_twice(f, x)
+    holder.w = holder.w * 1  # a new graph over the same buffer: the old one is gone
+    with pytest.raises(JitError, match=r"made at .*test_jit.py:\d+.* no longer held"):
+        f(x)
 
 
 def test_state_kept_by_assign_is_replayed():
@@ -302,6 +370,56 @@ def test_a_cnn_training_step_with_batchnorm_is_the_eager_step():
     for a, b in zip(jitted[1:], eager[1:], strict=True):
         np.testing.assert_array_equal(a, b)
     assert not np.allclose(jitted[1], 0)  # the running mean moved
+
+
+class TinyMnistNet:
+    """The model of tinygrad's MNIST example, in small: Conv2d, BatchNorm, relu and max_pool2d twice,
+    then a Linear, written as a Tensor.sequential list."""
+
+    def __init__(self):
+        self.layers = [nn.Conv2d(1, 4, 3), nn.BatchNorm(4), Tensor.relu, lambda t: t.max_pool2d(2),
+                       nn.Conv2d(4, 8, 3), nn.BatchNorm(8), Tensor.relu, lambda t: t.max_pool2d(2),
+                       lambda t: t.flatten(1), nn.Linear(32, 3)]
+
+    def __call__(self, x):
+        return x.sequential(self.layers)
+
+
+def test_tinygrads_mnist_step_is_jitted_as_written():
+    """tinygrad's example step, unchanged: inside Tensor.train(), zero_grad first, a Tensor.randint batch,
+    the loss's backward, the optimizer step; the gradients and the running statistics stay on the
+    model after each call. Jitted, it is the eager run: the same losses, weights, statistics and last
+    gradients, and the same accuracy."""
+    rng = np.random.default_rng(3)
+    labels = rng.integers(0, 3, 96)
+    images = (rng.standard_normal((96, 1, 14, 14)) + labels[:, None, None, None]).astype(np.float32)
+
+    def run(jitted: bool):
+        Tensor.manual_seed(7)
+        model = TinyMnistNet()
+        opt = optim.Adam(nn.state.get_parameters(model), lr=0.01)
+        X, Y = Tensor(images).realize(), Tensor(labels).realize()
+
+        def train_step():
+            with Tensor.train():
+                opt.zero_grad()
+                samples = Tensor.randint(16, high=X.shape[0])
+                loss = model(X[samples]).sparse_categorical_crossentropy(Y[samples]).backward()
+                opt.step()
+                return loss
+
+        step = TinyJit(train_step) if jitted else train_step
+        losses = [step().item() for _ in range(12)]
+        accuracy = (model(X).argmax(-1) == Y).mean().item()
+        grads = [p.grad.numpy() for p in opt.params]
+        return losses, accuracy, [t.numpy() for t in nn.state.get_state_dict(model).values()], grads
+
+    eager, jitted = run(False), run(True)
+    np.testing.assert_allclose(jitted[0], eager[0], rtol=1e-6)
+    assert jitted[1] == eager[1] and eager[1] > 0.5  # it learned, and the same
+    for kind in (2, 3):  # every weight and running statistic; every gradient of the last call
+        for a, b in zip(jitted[kind], eager[kind], strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
 def test_losses_with_labels_are_jitted_without_a_readback():
