@@ -122,7 +122,7 @@ def stage3(session: nox.Session) -> None:
                 env=emulate)
     for part in (["conformance/test_forward.py"],
                  ["conformance/test_grad.py", "conformance/test_models.py", "conformance/test_views_hypothesis.py",
-                  "conformance/test_layers.py", "conformance/test_optimizers.py"]):
+                  "conformance/test_layers.py", "conformance/test_optimizers.py", "conformance/test_programs.py"]):
         session.run("pytest", "-q", *WORKERS, *part, "--stage", "stage3_compiler", "--device", "CPU",
                     *session.posargs, env=emulate)
     session.run("pytest", "-q", *WORKERS, "conformance", "--stage", "stage3_compiler", "--device", "CUDA",
