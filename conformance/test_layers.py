@@ -178,3 +178,43 @@ def test_layer_matches_torch(stage, case):
     for i, (o, t) in enumerate(zip(after, t_after, strict=True)):
         np.testing.assert_allclose(o.numpy(), t.numpy(), RTOL, ATOL, err_msg=f"{case}: eval output {i}")
 
+
+
+BAD_LAYERS = [  # (constructor, what the message must say): refused where the layer is built
+    (lambda nn: nn.Conv2d(3, 4, 3, padding="full"), r"Conv2d: padding string must be 'valid' or 'same'"),
+    (lambda nn: nn.Conv1d(3, 4, 3, stride=2, padding="same"), r"Conv1d: padding='same' needs stride 1"),
+    (lambda nn: nn.Conv2d(3, 4, 3, groups=2), r"Conv2d: in_channels 3 .* must divide by groups 2"),
+    (lambda nn: nn.Conv2d(3, 4, (3, 3, 3)), r"Conv2d: kernel_size must be an int or 2 ints"),
+    (lambda nn: nn.Conv2d(3, 4, 3, padding=(1, 2, 3)), r"Conv2d: padding must be .* 2 ints or 4 ints"),
+    (lambda nn: nn.Conv2d(3, 4, 3, padding_mode="wrap"), r"Conv2d: padding_mode must be one of"),
+    (lambda nn: nn.ConvTranspose2d(3, 4, 3, stride=2, output_padding=2), r"output_padding \(2, 2\) must be smaller"),
+    (lambda nn: nn.ConvTranspose1d(3, 4, 3, padding_mode="reflect"), r"ConvTranspose1d: padding_mode must be one"),
+    (lambda nn: nn.GroupNorm(4, 6), r"GroupNorm: num_channels 6 must divide by num_groups 4"),
+    (lambda nn: nn.LSTM(3, 4, bidirectional=True), r"LSTM: bidirectional .* not supported"),
+]
+
+
+@pytest.mark.needs("train")
+@pytest.mark.parametrize("index", range(len(BAD_LAYERS)))
+def test_a_bad_layer_is_refused_where_it_is_built(stage, index):
+    make, message = BAD_LAYERS[index]
+    with pytest.raises(ValueError, match=message) as caught:
+        make(stage.module.nn)
+    assert isinstance(caught.value, RuntimeError)  # the ArgumentError of docs/api-contract.md's Errors
+
+
+@pytest.mark.needs("train")
+def test_batchnorm_takes_tinygrads_sz_or_torchs_num_features_once(stage):
+    nn = stage.module.nn
+    assert nn.BatchNorm(sz=3).num_features == nn.BatchNorm(3).num_features == 3
+    with pytest.raises(TypeError, match="num_features .* or sz"):
+        nn.BatchNorm(3, sz=3)
+
+
+@pytest.mark.needs("train")
+def test_a_layer_called_on_the_wrong_input_names_it(stage):
+    T, nn = stage.module.Tensor, stage.module.nn
+    with pytest.raises(ValueError, match=r"Conv2d: expected an input \(\[N,\] 3, 2 spatial dims\), got \(2, 4, 5, 5\)"):
+        nn.Conv2d(3, 4, 3)(T.zeros(2, 4, 5, 5))
+    with pytest.raises(ValueError, match=r"LSTMCell: expected an input \(\[batch,\] 5\), got \(2, 4\)"):
+        nn.LSTMCell(5, 3)(T.zeros(2, 4))
