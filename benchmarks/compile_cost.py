@@ -27,8 +27,7 @@ def sources() -> dict[str, str]:
     out = {}
     for label, t in (("matmul+bias+relu", (x @ w + b).relu()), ("gelu", x.gelu())):
         items = create_schedule([t.lazydata])
-        stored = {id(o) for it in items for o in it.outputs}
-        out[label] = cpu_runtime.renderer.render(lower(items[-1], stored, cpu_runtime.renderer))
+        out[label] = cpu_runtime.renderer.render(lower(items[-1], cpu_runtime.renderer))
     return out
 
 

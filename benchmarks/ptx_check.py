@@ -87,9 +87,8 @@ def stage3_sources() -> list[str]:
     renderer, sources = CUDARenderer(), {}
     for graph in _stage3_graphs(Tensor, np, dtypes):
         items = create_schedule([graph.lazydata])
-        stored = {id(item.root) for item in items}
         for item in items:
-            kernel = lower(item, stored, renderer)
+            kernel = lower(item, renderer)
             text = renderer.render(kernel)
             sources.setdefault(text, f"{kernel.name}_k{len(sources)}")
     renamed = [text.replace(f" {name.rsplit('_k', 1)[0]}(", f" {name}(", 1) for text, name in sources.items()]

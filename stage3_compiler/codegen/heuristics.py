@@ -28,7 +28,7 @@ THREAD_MIN_WORK = 1 << 15  # output entries x reduction steps below which a kern
 UPCASTS = (8, 4, 2)  # outputs one pass of a reduction loop computes, the largest that divides an axis
 
 
-def upcast_axes(item: ScheduleItem, renderer: Renderer, stored: set[int] | None = None) -> dict[int, int]:
+def upcast_axes(item: ScheduleItem, renderer: Renderer) -> dict[int, int]:
     """Which output axes a reduce kernel computes several entries of at once, and how many of each.
 
     One accumulator is a chain of dependent adds: each waits for the one before (a few cycles), and
@@ -36,13 +36,13 @@ def upcast_axes(item: ScheduleItem, renderer: Renderer, stored: set[int] | None 
     chains the CPU overlaps (and the C compiler can pack into vector lanes), and a load that does
     not depend on that axis (a matmul's row of the left operand) is loaded once for the U of them.
     The last axis whose size U divides is taken: it is the output's contiguous one where it can be.
-    A matmul gets a tile of outputs instead (matmul_tile; `stored` tells it which operands are
-    computed inside the kernel).
+    A matmul gets a tile of outputs instead (matmul_tile; the item's `stored` tells it which operands
+    are computed inside the kernel).
     """
     r, shape = item.reduce, item.root.shape
     if r is None or 0 in r.srcs[0].shape:
         return {}
-    tile = matmul_tile(item, renderer, stored)
+    tile = matmul_tile(item, renderer)
     if tile:
         return tile
     first = next(((axis, u) for u in UPCASTS for axis in reversed(range(len(shape)))
@@ -50,7 +50,7 @@ def upcast_axes(item: ScheduleItem, renderer: Renderer, stored: set[int] | None 
     return dict([first]) if first else {}
 
 
-def matmul_tile(item: ScheduleItem, renderer: Renderer, stored: set[int] | None = None) -> dict[int, int]:
+def matmul_tile(item: ScheduleItem, renderer: Renderer) -> dict[int, int]:
     """A matmul's register tile: the sum of a product whose operands are each broadcast along one
     output axis (a along n, b along m). Each step of the reduction loop reads TN values of b and TM
     of a and does TM x TN multiply-adds with them: the more outputs a tile holds, the fewer loads
@@ -88,6 +88,7 @@ def matmul_tile(item: ScheduleItem, renderer: Renderer, stored: set[int] | None 
         tile = {root_axis(item, n): cols} | ({} if one_row else {root_axis(item, m): rows})
         if None in tile:
             continue
+        stored = item.stored
         if not one_row and stored is not None and renderer.narrow_tiles and computed(a, stored) and fixed(shape[n], 32):
             # a is computed in the loop (a cheap expression the scheduler recomputes: engine/schedule.CHEAP),
             # once per pass: all n columns in one pass compute each value once, one row a pass keeps the
@@ -167,11 +168,10 @@ def broadcast(v: LazyBuffer, axis: int) -> bool:
     return not v.is_base and v.st.views[-1].strides[axis] == 0
 
 
-def heuristic_opts(item: ScheduleItem, renderer: Renderer, threads: int,
-                   stored: set[int] | None = None) -> tuple[Opt, ...]:
+def heuristic_opts(item: ScheduleItem, renderer: Renderer, threads: int) -> tuple[Opt, ...]:
     """The options realize uses without BEAM: a matmul's register tile or a reduction's upcast
-    (upcast_axes; `stored`, the bases the schedule's kernels write, tells a matmul operand
-    loaded from memory from one computed in the loop), SPLIT for a row reduction (split_axis), a
+    (upcast_axes; the item's `stored`, the bases the schedule's kernels write, tells a matmul
+    operand loaded from memory from one computed in the loop), SPLIT for a row reduction (split_axis), a
     cache block for a matmul whose B panel would not stay in cache, and THREAD for a kernel with
     enough work to pay for waking the other threads. A kernel whose loops run to a symbolic size
     takes them on its concrete axes only (opts.apply_opts)."""
@@ -183,14 +183,13 @@ def heuristic_opts(item: ScheduleItem, renderer: Renderer, threads: int,
     elif split is not None:  # a row reduction over memory side by side: a vector of partials (see SPLIT)
         opts = [Opt(OptOps.SPLIT, *split)]
     elif item.reduce is None:
-        lanes = transpose_axes(item, stored or set()) or \
-            (across_axes(item, stored or set()) if renderer.vector_width else {})
+        lanes = transpose_axes(item) or (across_axes(item) if renderer.vector_width else {})
         opts = [Opt(OptOps.UPCAST, axis, u) for axis, u in lanes.items()]
-    elif packed := packed_terms(item, renderer, stored or set()):  # each pass: a whole row of outputs, 16 terms
+    elif packed := packed_terms(item, renderer):  # each pass: a whole row of outputs, 16 terms
         opts = [*(Opt(OptOps.UPCAST, axis, u) for axis, u in row_lanes(item).items()),
                 *(Opt(OptOps.UNROLL, axis, PACK_TERMS) for axis in packed)]
     else:
-        opts = [Opt(OptOps.UPCAST, axis, u) for axis, u in upcast_axes(item, renderer, stored).items()]
+        opts = [Opt(OptOps.UPCAST, axis, u) for axis, u in upcast_axes(item, renderer).items()]
     plan = apply_opts(item, opts, renderer)
     sizes = plan.loop_sizes(item.root.shape)
     steps = numel(item.reduce.srcs[0].shape) // max(numel(item.reduce.shape), 1) if item.reduce is not None else 1
@@ -234,7 +233,7 @@ def online_block(item: ScheduleItem, renderer: Renderer) -> list[int]:
     return [r.arg[0]] if renderer.vector_width and fixed(n) and n % PACK_TERMS == 0 and n > PACK_TERMS else []
 
 
-def packed_terms(item: ScheduleItem, renderer: Renderer, stored: set[int]) -> list[int]:
+def packed_terms(item: ScheduleItem, renderer: Renderer) -> list[int]:
     """[the reduced axis] where a reduce kernel's terms compute nested sums (attention's backward: each
     pair's score and dp, sums over the head, then an exp), each a scalar its upcast lanes share: the loop
     takes PACK_TERMS terms a pass (UNROLL), and the vectorizer computes those scalars for the 16 terms as
@@ -245,14 +244,14 @@ def packed_terms(item: ScheduleItem, renderer: Renderer, stored: set[int]) -> li
     if item.online is not None or not renderer.vector_width or len(r.arg) != 1:
         return []
     n = r.srcs[0].shape[r.arg[0]]
-    return [r.arg[0]] if fixed(n) and n % PACK_TERMS == 0 and nested_terms(item, stored) else []
+    return [r.arg[0]] if fixed(n) and n % PACK_TERMS == 0 and nested_terms(item) else []
 
 
-def nested_terms(item: ScheduleItem, stored: set[int]) -> bool:
+def nested_terms(item: ScheduleItem) -> bool:
     """Does the kernel's reduction compute sums of its own in its terms (nested reductions: FlashAttention's
     scores, dp and D, the only ones the scheduler nests: engine/schedule.nest_reductions, and the bases
     autograd.attention_grads marks recomputed)?"""
-    r = item.reduce
+    r, stored = item.reduce, item.stored or frozenset()
     stack, seen = [r.srcs[0].base] if r is not None else [], set()
     while stack:
         b = stack.pop()
@@ -315,7 +314,7 @@ TRANSPOSE_LANES = 16  # rows of the output a transposing copy writes a pass: one
 TRANSPOSE_SHORT = 8  # or, where 16 does not divide the rows it writes, 8 (a packed panel's width)
 
 
-def transpose_axes(item: ScheduleItem, stored: set[int]) -> dict[int, int]:
+def transpose_axes(item: ScheduleItem) -> dict[int, int]:
     """For a copy (a kernel that only moves data) that reads a buffer transposed (stride 1 along an
     outer axis of its output, a longer one along the last): UPCAST that axis, so that each pass
     reads a cache line's 16 values side by side and writes them to 16 rows, each row's run of
@@ -328,7 +327,7 @@ def transpose_axes(item: ScheduleItem, stored: set[int]) -> dict[int, int]:
         return {}
     views = []
     for out in item.outputs:
-        found = copied_views(out, stored)
+        found = copied_views(out, item.stored or frozenset())
         if found is None:
             return {}
         views += found
@@ -350,7 +349,7 @@ def transpose_axes(item: ScheduleItem, stored: set[int]) -> dict[int, int]:
 SHORT_LAST = 8  # an elementwise kernel's last axis this short or shorter is a poor loop to vectorize
 
 
-def across_axes(item: ScheduleItem, stored: set[int]) -> dict[int, int]:
+def across_axes(item: ScheduleItem) -> dict[int, int]:
     """For an elementwise kernel whose last (innermost) axis is short (8 or fewer) and read across
     memory (loads that gather, a stride over 1), when as many loads lie side by side along another
     axis: UPCAST that axis by 16. The lanes are then vector loads (vectorize.py, where the renderer
@@ -370,7 +369,7 @@ def across_axes(item: ScheduleItem, stored: set[int]) -> dict[int, int]:
     src = root.srcs[0]  # the expression, or a view of it in the order the root is written
     if 0 in src.base.shape:  # a view that pads an empty expression: nothing is loaded
         return {}
-    views = loaded_views(src.base, stored)
+    views = loaded_views(src.base, item.stored or frozenset())
     origin = [memory_index(src, v, [0] * len(shape)) for v in views]
 
     def steps(axis: int) -> list[int]:  # how far each load moves in memory when the root's axis steps by one

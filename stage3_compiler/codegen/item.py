@@ -38,6 +38,9 @@ class ScheduleItem:
     outputs: list[LazyBuffer]
     reduces: list[LazyBuffer] = field(default_factory=list)
     online: OnlineSoftmax | None = None  # the reduction folds a softmax in one pass (see OnlineSoftmax)
+    # the ids of the bases the schedule's kernels write (engine/schedule.py sets it): this kernel loads
+    # them, and computes every other base it reaches; None for an item outside a schedule
+    stored: frozenset[int] | None = None
 
     @property
     def root(self) -> LazyBuffer:

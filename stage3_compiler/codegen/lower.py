@@ -52,8 +52,8 @@ def dim_name(n: int | Node) -> str:
 
 
 class Lowerer:
-    def __init__(self, item: ScheduleItem, stored: set[int]):
-        self.item, self.stored = item, stored  # stored: ids of bases a kernel writes (loads here)
+    def __init__(self, item: ScheduleItem):
+        self.item, self.stored = item, item.stored or frozenset()  # the bases a kernel writes: loaded here
         self.uops: list[UOp] = []
         self.outputs = {id(o) for o in item.outputs}
         self.buffers: list[LazyBuffer] = []  # the outputs first (global_of them in order), then the loads
@@ -232,14 +232,14 @@ def combine(L: Lowerer, r: LazyBuffer, acc: UOp, n: int) -> UOp:
     return parts[0]
 
 
-def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[Opt, ...] | None = None) -> Kernel:
+def lower(item: ScheduleItem, renderer: Renderer, opts: tuple[Opt, ...] | None = None) -> Kernel:
     """The kernel's UOps for the renderer's target, its loops shaped by `opts` (opts.py; None: the
     heuristic ones, heuristics.py, when that pass is on)."""
     by_rule = opts is None
     if opts is None:
-        opts = heuristic_opts(item, renderer, get_num_threads(), stored) if on(Pass.HEURISTICS) else ()
+        opts = heuristic_opts(item, renderer, get_num_threads()) if on(Pass.HEURISTICS) else ()
     plan = apply_opts(item, opts, renderer)
-    L = Lowerer(item, stored)
+    L = Lowerer(item)
     L.mark(Pass.HEURISTICS, by_rule and bool(opts))
     L.mark(Pass.ONLINE, item.online is not None)
     L.mark(Pass.MERGE, item.merged)
@@ -270,7 +270,7 @@ def lower(item: ScheduleItem, stored: set[int], renderer: Renderer, opts: tuple[
     kernel = Kernel(kernel_name(item, plan, reduce_shape, lookup), item.root.shape, uops, L.buffers,
                     ops=L.alu_count // upcast, reduce_shape=reduce_shape, upcast=upcast, outputs=len(item.outputs),
                     opts=tuple(opts), threads=plan.threads, variables=kernel_variables(L.uops),
-                    online=item.online is not None, nested=nested_terms(item, stored))
+                    online=item.online is not None, nested=nested_terms(item))
     fused = fused_products(kernel) if renderer.grid else fused_multiply_adds(kernel)  # (what the renderer fuses)
     L.mark(Pass.FMA, bool(fused))
     kernel.passes = tuple(p.value for p in TABLE if p in L.changed)

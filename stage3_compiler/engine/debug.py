@@ -63,9 +63,10 @@ def fused_sites(root, stored: set[int]) -> str:
 
 # ---- compile errors ----
 
-def compile_error(err: CompileError, kernel, root, stored: set[int]) -> CompileError:
+def compile_error(err: CompileError, kernel, item) -> CompileError:
     """The compiler's complaint, with what the user can act on first: the kernel's IR and their line."""
     uops = "\n".join(repr(u) for u in kernel.uops)
+    root, stored = item.root, item.stored or frozenset()
     return CompileError(f"kernel {kernel.name} ({fused_ops(root, stored)}), built at {where(root)}, "
                         f"did not compile; its UOps:\n{uops}\n{err}")
 
@@ -171,12 +172,12 @@ def lazy_dot(outs: list, roots: set[int]) -> str:
     return "\n".join(lines + ["}", ""])
 
 
-def kernel_dot(items: list, stored: set[int]) -> str:
+def kernel_dot(items: list) -> str:
     """Kernels as boxes, the buffers they read and write as ellipses, edges in the direction data flows."""
     lines = ["digraph kernels {", "  node [fontname=monospace];"]
     buffers: dict[int, object] = {}
     for i, item in enumerate(items):
-        root = item.root
+        root, stored = item.root, item.stored or frozenset()
         name = kernel_names.get(id(root), "(empty)")
         label = f"{name}\\n{fused_ops(root, stored)}\\n{where(root, short=True)}"
         lines.append(_node(f"k{i}", label, shape="box", style="filled", fillcolor="lightblue"))
@@ -194,11 +195,12 @@ def kernel_dot(items: list, stored: set[int]) -> str:
     return "\n".join(lines + ["}", ""])
 
 
-def write_graphs(outs: list, items: list, stored: set[int]) -> list[Path]:
+def write_graphs(outs: list, items: list) -> list[Path]:
     """GRAPH=1: both graphs of this realize as .dot (and .svg when Graphviz is installed)."""
     n = next(_realizes)
     paths = []
-    for kind, text in (("lazy", lazy_dot(outs, stored)), ("kernels", kernel_dot(items, stored))):
+    stored = items[0].stored if items else frozenset()  # (one schedule: every item shares it)
+    for kind, text in (("lazy", lazy_dot(outs, stored)), ("kernels", kernel_dot(items))):
         path = graph_dir() / f"realize{n:04d}_{kind}.dot"
         path.write_text(text)
         paths.append(path)

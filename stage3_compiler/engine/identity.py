@@ -34,7 +34,7 @@ def const_key(value) -> tuple:
     return (type(value).__name__, value.hex() if isinstance(value, float) else value)
 
 
-def structure(item: ScheduleItem, stored: set[int], found: set | None = None) -> tuple[tuple, list[LazyBuffer]]:
+def structure(item: ScheduleItem, found: set | None = None) -> tuple[tuple, list[LazyBuffer]]:
     """A kernel's identity, without lowering it: every base the kernel computes, as (op, arg, dtype,
     shape, its sources as (view, record number)), and every base it loads as a numbered input. Two
     kernels with equal structures lower to the same source, so the second is found in a dict (see
@@ -42,6 +42,7 @@ def structure(item: ScheduleItem, stored: set[int], found: set | None = None) ->
     in record order. It reads the graph exactly as Lowerer does. `found` collects the user's
     Variables of the views it reads (see bound_values)."""
     records: list[tuple] = []
+    stored = item.stored or frozenset()
     number: dict[int, int] = {}
     inputs: list[LazyBuffer] = []
 
@@ -70,11 +71,11 @@ def structure(item: ScheduleItem, stored: set[int], found: set | None = None) ->
     return (item.root.device, reduces, tuple(records), item.online is not None, item.in_place), inputs
 
 
-def kernel_key(item: ScheduleItem, stored: set[int]) -> tuple[tuple, list[LazyBuffer], dict[str, int]]:
+def kernel_key(item: ScheduleItem) -> tuple[tuple, list[LazyBuffer], dict[str, int]]:
     """The Program cache's key of a kernel, its loaded inputs in structure order, and the values of
     its Variables."""
     found: set = set()
-    key, inputs = structure(item, stored, found)
+    key, inputs = structure(item, found)
     return (key, get_num_threads(), beam_width(), passes.key()), inputs, bound_values(item, found)
 
 
@@ -96,9 +97,9 @@ def bound_values(item: ScheduleItem, found: set) -> dict[str, int]:
     return values
 
 
-def search_key(item: ScheduleItem, stored: set[int], runtime) -> str:
+def search_key(item: ScheduleItem, runtime) -> str:
     """The disk key of a kernel's search: its source without options, where and how it runs."""
-    source = runtime.renderer.render(lower(item, stored, runtime.renderer, ()))
+    source = runtime.renderer.render(lower(item, runtime.renderer, ()))
     where = (f"{item.root.device}|{type(runtime.renderer).__name__}|{machine_key()}|threads={get_num_threads()}"
              f"|passes={passes.key()}")
     return hashlib.sha256((source + where).encode()).hexdigest()[:24]

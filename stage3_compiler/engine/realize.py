@@ -72,17 +72,17 @@ def make_program(kernel: Kernel, source: str, fn, inputs: list[LazyBuffer]) -> P
     return Program(replace(kernel, buffers=[]), source, fn, slots)
 
 
-def identify(items: list[ScheduleItem], stored: set[int]) -> list[Job]:
+def identify(items: list[ScheduleItem]) -> list[Job]:
     jobs = []
     for item in items:
         if numel(item.root.shape) == 0:
             jobs.append(Job(item, None, [], {}))
         else:
-            jobs.append(Job(item, *kernel_key(item, stored)))
+            jobs.append(Job(item, *kernel_key(item)))
     return jobs
 
 
-def prepare(jobs: list[Job], stored: set[int]) -> None:
+def prepare(jobs: list[Job]) -> None:
     """Lower and render every kernel of a schedule that has no Program yet (or find it lowered on disk:
     program_cache.py), and compile them together (cpu/compiler.compile_kernels: one file per core, in
     parallel). Under BEAM a kernel whose search is not on disk yet is left for run_job: the search
@@ -92,7 +92,7 @@ def prepare(jobs: list[Job], stored: set[int]) -> None:
         if job.key is None or job.key in PROGRAMS or job.key in todo:
             continue
         runtime = runtime_of("realize", job.item.root.device)
-        opts = search.cached_opts(job.item, stored, runtime) if beam_width() else None
+        opts = search.cached_opts(job.item, runtime) if beam_width() else None
         if beam_width() and opts is None:
             continue
         disk = None if beam_width() else program_cache.disk_key(job.key, runtime.renderer)
@@ -100,7 +100,7 @@ def prepare(jobs: list[Job], stored: set[int]) -> None:
         if found is not None:
             todo[job.key] = Lowered(job, found.kernel, found.source, runtime, disk, found.slots)
             continue
-        kernel = lower(job.item, stored, runtime.renderer, opts)
+        kernel = lower(job.item, runtime.renderer, opts)
         todo[job.key] = Lowered(job, kernel, runtime.renderer.render(kernel), runtime, disk)
     by_runtime: dict[int, list[Lowered]] = {}
     for entry in todo.values():
@@ -110,7 +110,7 @@ def prepare(jobs: list[Job], stored: set[int]) -> None:
             fns = group[0].runtime.compile_many([(e.source, e.kernel.name) for e in group])
         except CompileError as err:  # debug.py: say which kernel, its UOps and the user's line that built it
             bad = next((e for e in group if e.source == getattr(err, "source", None)), group[0])
-            raise debug.compile_error(err, bad.kernel, bad.job.item.root, stored) from err
+            raise debug.compile_error(err, bad.kernel, bad.job.item) from err
         for e, fn in zip(group, fns, strict=True):
             if e.slots is not None:
                 PROGRAMS[e.job.key] = Program(e.kernel, e.source, fn, e.slots)
@@ -120,15 +120,15 @@ def prepare(jobs: list[Job], stored: set[int]) -> None:
                 program_cache.store(e.disk, program)
 
 
-def search_program(job: Job, stored: set[int], runtime) -> Program:
+def search_program(job: Job, runtime) -> Program:
     """BEAM's first sight of this kernel: search its options on the real buffers, keep the winner."""
-    opts = search.beam_search(job.item, stored, runtime, job.inputs) if beam_width() else None
-    kernel = lower(job.item, stored, runtime.renderer, opts)
+    opts = search.beam_search(job.item, runtime, job.inputs) if beam_width() else None
+    kernel = lower(job.item, runtime.renderer, opts)
     source = runtime.renderer.render(kernel)
     try:
         fn = runtime.compile(source, kernel.name)
     except CompileError as err:
-        raise debug.compile_error(err, kernel, job.item.root, stored) from err
+        raise debug.compile_error(err, kernel, job.item) from err
     program = PROGRAMS[job.key] = make_program(kernel, source, fn, job.inputs)
     return program
 
@@ -147,13 +147,13 @@ def allocate(item: ScheduleItem) -> list[tuple]:
     return new
 
 
-def run_job(job: Job, stored: set[int]) -> None:
+def run_job(job: Job) -> None:
     item = job.item
     new = allocate(item)
     if job.key is None:
         return
     runtime = runtime_of("realize", item.root.device)  # the device seam
-    program = PROGRAMS.get(job.key) or search_program(job, stored, runtime)
+    program = PROGRAMS.get(job.key) or search_program(job, runtime)
     kernel = replace(program.kernel, buffers=[*item.outputs, *(job.inputs[i] for i in program.slots)])
     buffers = [b.base.buffer for b in kernel.buffers]
     values = tuple(job.values[v.name] for v in kernel.variables)
@@ -165,7 +165,7 @@ def run_job(job: Job, stored: set[int]) -> None:
     if capture.CAPTURING:  # a TinyJit is capturing this call's kernels
         capture.note_kernel(runtime, program, buffers, new, ops, nbytes)
     for out in item.outputs:
-        debug.kernel_ran(kernel, out, stored)  # NANCHECK, and kernel names for GRAPH
+        debug.kernel_ran(kernel, out, item.stored)  # NANCHECK, and kernel names for GRAPH
     count(kernel, program.source, elapsed, ops, nbytes)
 
 
@@ -202,14 +202,13 @@ def realize(outs: list[LazyBuffer]) -> None:
     forgets its sources, so the graph behind it can be freed."""
     pending = checks.take_pending()  # index checks left for this realize: their bounds join its kernels
     items = create_schedule(outs + [b for c in pending for b in (c.low, c.top)])
-    stored = {id(out) for item in items for out in item.outputs}
     start, kernels_before = time.perf_counter(), GlobalCounters.kernel_count
-    jobs = identify(items, stored)
-    prepare(jobs, stored)
+    jobs = identify(items)
+    prepare(jobs)
     for job in jobs:
-        run_job(job, stored)
+        run_job(job)
     if enabled("GRAPH"):  # debug.py: before the computed bases forget their sources
-        debug.write_graphs(outs, items, stored)
+        debug.write_graphs(outs, items)
     for out in (out for item in items for out in item.outputs):
         out.op, out.srcs, out.arg = Ops.BUFFER, (), None
     copy_back([out for item in items for out in item.outputs if out.copy_back is not None])

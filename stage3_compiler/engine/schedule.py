@@ -117,7 +117,15 @@ def check_versions(bases: list[LazyBuffer]) -> None:
 
 
 def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
-    return fuse(outs, rewrite_graph(outs))
+    return with_stored(fuse(outs, rewrite_graph(outs)))
+
+
+def with_stored(items: list[ScheduleItem]) -> list[ScheduleItem]:
+    """Each kernel told which bases the schedule's kernels write (ScheduleItem.stored)."""
+    stored = frozenset(id(out) for item in items for out in item.outputs)
+    for item in items:
+        item.stored = stored
+    return items
 
 
 def rewrite_graph(outs: list[LazyBuffer]) -> list[LazyBuffer]:

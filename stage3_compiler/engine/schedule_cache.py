@@ -27,7 +27,7 @@ from ..codegen.item import OnlineSoftmax, ScheduleItem
 from ..graph.lazy import LazyBuffer
 from .identity import const_key
 from .memory import drop_target
-from .schedule import fuse, rewrite_graph
+from .schedule import fuse, rewrite_graph, with_stored
 
 MAX_ENTRIES = 512  # graphs kept; the oldest goes first (sampling makes one graph per prompt length)
 
@@ -92,10 +92,10 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
         SCHEDULES[key] = template_of(items, bases, asked)
         if len(SCHEDULES) > MAX_ENTRIES:
             del SCHEDULES[next(iter(SCHEDULES))]
-        return items
+        return with_stored(items)
     STATS.hits += 1
     for i in template.dropped:
         drop_target(bases[i])
-    return [ScheduleItem([bases[i] for i in outputs], [bases[i] for i in reduces],
-                         None if online is None else OnlineSoftmax(*(bases[i] for i in online)))
-            for outputs, reduces, online in template.items]
+    return with_stored([ScheduleItem([bases[i] for i in outputs], [bases[i] for i in reduces],
+                                     None if online is None else OnlineSoftmax(*(bases[i] for i in online)))
+                        for outputs, reduces, online in template.items])

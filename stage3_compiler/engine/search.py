@@ -72,9 +72,9 @@ def cache_path(key: str):
     return cache_dir() / "beam" / f"{key}.json"
 
 
-def cached_opts(item: ScheduleItem, stored: set[int], runtime) -> tuple[Opt, ...] | None:
+def cached_opts(item: ScheduleItem, runtime) -> tuple[Opt, ...] | None:
     """The options an earlier search picked for this kernel, or None."""
-    path = cache_path(search_key(item, stored, runtime))
+    path = cache_path(search_key(item, runtime))
     if not path.exists():
         return None
     try:
@@ -112,8 +112,8 @@ def fits(item: ScheduleItem, opts: tuple[Opt, ...], renderer) -> bool:
 class Timer:
     """Compiles and times option lists of one kernel on its real inputs and scratch outputs."""
 
-    def __init__(self, item: ScheduleItem, stored: set[int], runtime, inputs: list[LazyBuffer], deadline: float):
-        self.item, self.stored, self.runtime, self.inputs = item, stored, runtime, inputs
+    def __init__(self, item: ScheduleItem, runtime, inputs: list[LazyBuffer], deadline: float):
+        self.item, self.runtime, self.inputs = item, runtime, inputs
         self.deadline = deadline  # perf_counter time after which no new batch starts
         self.scratch = [buffer_class("beam", o.device)(numel(o.shape) * o.dtype.itemsize) for o in item.outputs]
         self.sources: set[str] = set()
@@ -136,7 +136,7 @@ class Timer:
         return times
 
     def lowered(self, opts: tuple[Opt, ...]) -> tuple[tuple[Opt, ...], Kernel, str]:
-        kernel = lower(self.item, self.stored, self.runtime.renderer, opts)
+        kernel = lower(self.item, self.runtime.renderer, opts)
         return opts, kernel, self.runtime.renderer.render(kernel)
 
     def compile(self, lowered: list[tuple]) -> list[Program]:
@@ -173,14 +173,14 @@ class Timer:
         return best[0], best[1]
 
 
-def beam_search(item: ScheduleItem, stored: set[int], runtime, inputs: list[LazyBuffer]) -> tuple[Opt, ...]:
+def beam_search(item: ScheduleItem, runtime, inputs: list[LazyBuffer]) -> tuple[Opt, ...]:
     """The fastest option list found for this kernel (see the module's docstring), written to disk."""
     start = time.perf_counter()
     width, budget = beam_width(), budget_s()
-    key = search_key(item, stored, runtime)
-    timer = Timer(item, stored, runtime, inputs, start + budget)
+    key = search_key(item, runtime)
+    timer = Timer(item, runtime, inputs, start + budget)
     renderer = runtime.renderer
-    heuristic = heuristic_opts(item, renderer, get_num_threads(), stored)
+    heuristic = heuristic_opts(item, renderer, get_num_threads())
     timed = timer.time(list(dict.fromkeys([heuristic, ()])))
     steps = actions(item, renderer)
     beam = sorted(timed, key=timed.get)[:width]

@@ -15,8 +15,8 @@ CONTRACT = '#pragma GCC optimize ("fp-contract=fast")'
 
 
 def kernel_of(t: Tensor):
-    item, stored = last_item(t)
-    return lower(item, stored, CPU, heuristic_opts(item, CPU, 1, stored))
+    item = last_item(t)
+    return lower(item, CPU, heuristic_opts(item, CPU, 1))
 
 
 def test_a_matmul_and_a_dot_product_fuse_their_multiply_adds():

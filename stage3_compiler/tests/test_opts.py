@@ -36,10 +36,9 @@ def rand(*shape, seed=0):
 
 def last_item(t: Tensor):
     items = create_schedule([t.lazydata])
-    stored = {id(o) for it in items for o in it.outputs}
-    for job in realize.identify(items[:-1], stored):  # realize what the last kernel reads (a transposed copy)
-        realize.run_job(job, stored)
-    return items[-1], stored
+    for job in realize.identify(items[:-1]):  # realize what the last kernel reads (a transposed copy)
+        realize.run_job(job)
+    return items[-1]
 
 
 def launch(kernel, out, renderer=CPU) -> None:
@@ -49,9 +48,9 @@ def launch(kernel, out, renderer=CPU) -> None:
     cpu_runtime.launch(program, [out] + [b.base.buffer for b in kernel.buffers[kernel.outputs:]])
 
 
-def run_with(item, stored, opts, renderer=CPU):
+def run_with(item, opts, renderer=CPU):
     """The kernel's output with these options (lowered and rendered for `renderer`), as float32 bits."""
-    kernel = lower(item, stored, renderer, tuple(opts))
+    kernel = lower(item, renderer, tuple(opts))
     out = buffer_class("test", "CPU")(4 * int(np.prod(item.root.shape)))
     launch(kernel, out, renderer)
     return out.to_numpy(0, int(np.prod(item.root.shape)), dtypes.float32).view(np.uint32).copy()
@@ -73,17 +72,17 @@ MATMUL_OPTS = [
 @pytest.mark.parametrize("opts", MATMUL_OPTS, ids=lambda o: "_".join(map(str, o)))
 def test_every_option_list_computes_the_same_bits(opts):
     a, b = rand(32, 48), rand(48, 64, seed=1)
-    item, stored = last_item(a @ b)
-    assert run_with(item, stored, opts).tolist() == run_with(item, stored, ()).tolist()
+    item = last_item(a @ b)
+    assert run_with(item, opts).tolist() == run_with(item, ()).tolist()
 
 
 def test_options_on_a_reduction_with_a_fused_elementwise_reader():
     x = rand(6, 40, 24)
-    item, stored = last_item((x.exp() * 2).sum(axis=1).sqrt())  # the sum over 40 sits inside the sqrt's kernel
-    plain = run_with(item, stored, ())
+    item = last_item((x.exp() * 2).sum(axis=1).sqrt())  # the sum over 40 sits inside the sqrt's kernel
+    plain = run_with(item, ())
     for opts in ([Opt(OptOps.UNROLL, 1, 8)], [Opt(OptOps.UPCAST, 1, 8), Opt(OptOps.UNROLL, 1, 5)],
                  [Opt(OptOps.THREAD, 0, 2)]):
-        assert run_with(item, stored, opts).tolist() == plain.tolist(), opts
+        assert run_with(item, opts).tolist() == plain.tolist(), opts
 
 
 @pytest.mark.parametrize("opts", [[Opt(OptOps.SPLIT, 2, 8)], [Opt(OptOps.SPLIT, 2, 4), Opt(OptOps.UNROLL, 2, 2)],
@@ -95,21 +94,21 @@ def test_split_partials_give_a_max_bit_for_bit_and_a_sum_reordered(opts):
     x = rand(6, 8, 48)
     x = x.where(x < 2.5, float("nan")) if opts[0].amount == 16 else x  # a NaN in a partial still wins the max
     for t in (x.max(axis=-1), (x * x).max(axis=-1)):
-        item, stored = last_item(t)
-        assert run_with(item, stored, opts).tolist() == run_with(item, stored, ()).tolist()
-    item, stored = last_item((x.exp() * 2).sum(axis=-1).sqrt())
-    got = run_with(item, stored, opts).view(np.float32).reshape(6, 8)
+        item = last_item(t)
+        assert run_with(item, opts).tolist() == run_with(item, ()).tolist()
+    item = last_item((x.exp() * 2).sum(axis=-1).sqrt())
+    got = run_with(item, opts).view(np.float32).reshape(6, 8)
     want = np.sqrt((np.exp(x.numpy().astype(np.float64)) * 2).sum(axis=-1))
     np.testing.assert_allclose(got, want, rtol=2e-6)
-    assert f"_S{opts[0].amount}" in lower(item, stored, CPU, tuple(opts)).name
+    assert f"_S{opts[0].amount}" in lower(item, CPU, tuple(opts)).name
 
 
 @pytest.mark.parametrize("n", [64, 61])  # 61: 7 passes of 8 partials, then 5 terms left over
 def test_split_sums_ints_and_bools_exactly(n):
     x = Tensor(np.random.default_rng(0).integers(-2**40, 2**40, (5, n)))
-    item, stored = last_item(x.sum(axis=-1))
+    item = last_item(x.sum(axis=-1))
     want = x.numpy().sum(axis=-1)
-    kernel = lower(item, stored, CPU, (Opt(OptOps.SPLIT, 1, 8),))
+    kernel = lower(item, CPU, (Opt(OptOps.SPLIT, 1, 8),))
     out = buffer_class("test", "CPU")(8 * 5)
     launch(kernel, out)
     assert out.to_numpy(0, 5, dtypes.int64).tolist() == want.tolist()
@@ -137,7 +136,7 @@ def test_split_sums_ints_and_bools_exactly(n):
     ([Opt(OptOps.UPCAST, 3, 2)], "outside the output's 3 axes"),
 ])
 def test_an_option_that_does_not_fit_is_refused_by_name(opts, message):
-    item, _ = last_item(rand(32, 48) @ rand(48, 64, seed=1))
+    item = last_item(rand(32, 48) @ rand(48, 64, seed=1))
     with pytest.raises(OptError, match=message):
         apply_opts(item, opts, CPU)
 
@@ -148,7 +147,7 @@ def test_an_option_is_an_optops_member():
 
 
 def test_the_gpu_takes_no_cpu_loop_options():
-    item, _ = last_item(rand(32, 48) @ rand(48, 64, seed=1))
+    item = last_item(rand(32, 48) @ rand(48, 64, seed=1))
     for opt in (Opt(OptOps.THREAD, 0, 2), Opt(OptOps.BLOCK, 0, 2)):
         with pytest.raises(OptError, match="CUDA"):
             apply_opts(item, [opt], CUDA)
@@ -156,11 +155,11 @@ def test_the_gpu_takes_no_cpu_loop_options():
 
 
 def test_heuristics_tile_a_matmul_and_thread_only_big_kernels():
-    big, _ = last_item(rand(128, 64) @ rand(64, 128, seed=1))
+    big = last_item(rand(128, 64) @ rand(64, 128, seed=1))
     opts = heuristic_opts(big, CPU, 2)
     assert [o.op for o in opts] == [OptOps.UPCAST, OptOps.UPCAST, OptOps.THREAD]
     assert heuristic_opts(big, CPU, 1)[-1].op is OptOps.UPCAST  # one thread: no THREAD
-    small, _ = last_item(rand(8, 8) + 1)
+    small = last_item(rand(8, 8) + 1)
     assert heuristic_opts(small, CPU, 2) == ()  # 64 entries do not pay for waking a thread
 
 
@@ -170,8 +169,8 @@ def test_a_narrow_tile_fits_the_axis_its_product_is_read_along():
     # 6 of the root's axis (it took 12, and the option raised)
     x, w, b = rand(2, 6, 8), rand(24, 8, seed=1), rand(24, seed=2)
     out = x @ (w + 1.0).T + b
-    item, stored = last_item(out)
-    opts = heuristic_opts(item, CPU, 1, stored)
+    item = last_item(out)
+    opts = heuristic_opts(item, CPU, 1)
     assert all(item.root.shape[o.axis] % o.amount == 0 for o in opts if o.op is OptOps.UPCAST)
     want = x.numpy() @ (w.numpy() + 1).T + b.numpy()
     np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-6)
@@ -183,11 +182,11 @@ def test_heuristics_read_a_b_of_2_mib_or_more_in_column_blocks(k, blocked):
     # (with K = 4096 and AVX-512's 32 columns a panel is 512 KiB: a block of one, the loop outermost);
     # the blocks give the same bits as none
     a, b = rand(16, k), rand(k, 256, seed=1)
-    item, stored = last_item(a @ b)
-    opts = heuristic_opts(item, CPU, 1, stored)
+    item = last_item(a @ b)
+    opts = heuristic_opts(item, CPU, 1)
     cols = next(o.axis for o in opts if o.op is OptOps.UPCAST)  # the tile's first axis runs along B's columns
     assert any(o.op is OptOps.BLOCK and o.axis == cols for o in opts) == blocked, opts
-    assert run_with(item, stored, opts).tolist() == run_with(item, stored, ()).tolist()
+    assert run_with(item, opts).tolist() == run_with(item, ()).tolist()
 
 
 @pytest.mark.parametrize("vocab,width", [(300, 40), (4096, 64)])
@@ -202,9 +201,9 @@ def test_a_one_hot_product_skips_the_terms_no_lane_selects(vocab, width):
     w = Tensor(np.zeros((vocab, width), np.float32)).requires_grad_()
     w[Tensor(idx)].backward(Tensor(g))
     grad = w.grad
-    item, stored = last_item(grad)
+    item = last_item(grad)
     wide = CRenderer(16, 32)  # a tile of 8 x 32 at most (AVX-512's), whatever this CPU's is
-    source = wide.render(lower(item, stored, wide))
+    source = wide.render(lower(item, wide))
     cond = re.search(r"if \((\w+)\) \{", source).group(1)
     assert ("&" in re.search(rf"{cond} = \((.*)\);", source).group(1)) == (vocab == 4096)
     want = np.zeros((vocab, width), np.float32)
@@ -218,8 +217,8 @@ def test_an_elementwise_equality_mask_opens_no_if():
     a, b = rng.integers(0, 3, (2, 16, 48, 40))
     x = rng.standard_normal((16, 48, 40)).astype(np.float32)
     t = (Tensor(a) == Tensor(b)).where(Tensor(x), 0.0).sum(1)
-    item, stored = last_item(t)
-    assert "if (" not in CPU.render(lower(item, stored, CPU))
+    item = last_item(t)
+    assert "if (" not in CPU.render(lower(item, CPU))
     np.testing.assert_allclose(t.numpy(), np.where(a == b, x, 0).sum(1), rtol=1e-5, atol=1e-5)
 
 
@@ -227,23 +226,23 @@ def test_heuristics_split_a_row_reduction_read_along_memory():
     x = rand(12, 64, 128)
     parts = CPU.split_parts  # a vector register of float32 partials: 16 with AVX-512, 8 with AVX2
     for t in (x.max(axis=-1), (x - 1).exp().sum(axis=-1), (x * x).mean(axis=-1)):
-        item, _ = last_item(t)
+        item = last_item(t)
         assert heuristic_opts(item, CPU, 1) == (Opt(OptOps.SPLIT, 2, parts),)
         assert heuristic_opts(item, CRenderer(8, 16), 1) == (Opt(OptOps.SPLIT, 2, 8),)
         assert all(o.op is not OptOps.SPLIT for o in heuristic_opts(item, CUDA, 1))  # CPU vectors only
     # q @ k.T with 8 queries and 8 keys (too few for a transposed copy): dot products along memory
     products = rand(12, 8, 1, 128, seed=2) * rand(12, 1, 8, 128, seed=1)
-    dots, _ = last_item(products.sum(axis=-1))
+    dots = last_item(products.sum(axis=-1))
     assert heuristic_opts(dots, CPU, 1) == (Opt(OptOps.SPLIT, 3, parts),)
-    rows24, _ = last_item(rand(12, 24).sum(axis=-1))  # 24 terms: 8 partials, whatever the vector
+    rows24 = last_item(rand(12, 24).sum(axis=-1))  # 24 terms: 8 partials, whatever the vector
     assert heuristic_opts(rows24, CRenderer(16, 32), 1) == (Opt(OptOps.SPLIT, 1, 8),)
-    across, _ = last_item(x.permute(0, 2, 1).max(axis=-1))  # the summed axis is 128 floats apart in memory
-    columns, _ = last_item(x.sum(axis=1))  # a realized tensor summed along an outer axis
+    across = last_item(x.permute(0, 2, 1).max(axis=-1))  # the summed axis is 128 floats apart in memory
+    columns = last_item(x.sum(axis=1))  # a realized tensor summed along an outer axis
     for item in (across, columns):
         assert all(o.op is not OptOps.SPLIT for o in heuristic_opts(item, CPU, 1))
-    odd, _ = last_item(rand(12, 78).sum(axis=-1))  # 78 terms: 4 passes of 16, then 14 left over
+    odd = last_item(rand(12, 78).sum(axis=-1))  # 78 terms: 4 passes of 16, then 14 left over
     assert heuristic_opts(odd, CPU, 1) == (Opt(OptOps.SPLIT, 1, parts),)
-    matmul, _ = last_item(rand(64, 64) @ rand(64, 64, seed=1))
+    matmul = last_item(rand(64, 64) @ rand(64, 64, seed=1))
     assert [o.op for o in heuristic_opts(matmul, CPU, 1)] == [OptOps.UPCAST, OptOps.UPCAST]
 
 
@@ -282,8 +281,8 @@ def test_the_thread_setting_is_honoured():
     try:
         for n in (1, 2, 3):
             set_num_threads(n)
-            item, stored = last_item(a @ b)
-            kernel = lower(item, stored, CPU)
+            item = last_item(a @ b)
+            kernel = lower(item, CPU)
             assert kernel.threads == n
             np.testing.assert_allclose((a @ b).numpy(), a.numpy() @ b.numpy(), rtol=1e-5, atol=1e-5)
     finally:
@@ -362,13 +361,13 @@ def test_beam_must_be_a_width():
 def test_beam_stops_compiling_a_round_once_its_budget_is_spent(monkeypatch):
     monkeypatch.setattr(search, "compile_jobs", lambda: 1)
     monkeypatch.setattr(search, "BATCH_PER_JOB", 2)
-    item, stored = last_item(rand(64, 32) @ rand(32, 64, seed=1))
+    item = last_item(rand(64, 32) @ rand(32, 64, seed=1))
     inputs = [s.base for s in item.reduce.srcs[0].srcs]
     device = cpu_runtime
     lists = [(Opt(OptOps.UPCAST, 1, n),) for n in (2, 4, 8, 16)] + [(Opt(OptOps.UNROLL, 2, 2),)]
-    spent = search.Timer(item, stored, device, inputs, deadline=0.0)  # perf_counter is past it
+    spent = search.Timer(item, device, inputs, deadline=0.0)  # perf_counter is past it
     assert list(spent.time(lists)) == lists[:2]  # the first batch only
-    ample = search.Timer(item, stored, device, inputs, deadline=float("inf"))
+    ample = search.Timer(item, device, inputs, deadline=float("inf"))
     assert list(ample.time(lists)) == lists
 
 
@@ -376,11 +375,11 @@ def test_a_beam_winner_must_beat_the_heuristics_again_in_a_duel(tmp_path, monkey
     monkeypatch.setenv("SITP_CACHE", str(tmp_path))
     monkeypatch.setenv("BEAM", "2")
     monkeypatch.setenv("BEAM_BUDGET", "5")
-    item, stored = last_item(rand(64, 32) @ rand(32, 64, seed=1))
+    item = last_item(rand(64, 32) @ rand(32, 64, seed=1))
     inputs = [s.base for s in item.reduce.srcs[0].srcs]
-    heuristic = heuristic_opts(item, CPU, get_num_threads(), stored)
-    timer = search.Timer(item, stored, cpu_runtime, inputs, deadline=float("inf"))
+    heuristic = heuristic_opts(item, CPU, get_num_threads())
+    timer = search.Timer(item, cpu_runtime, inputs, deadline=float("inf"))
     times = timer.duel((Opt(OptOps.UPCAST, 1, 2),), heuristic, 3)
     assert len(times) == 2 and all(0 < t < 1 for t in times)
     monkeypatch.setattr(search.Timer, "duel", lambda self, first, second, runs: (1.0, 1.0))  # a tie
-    assert search.beam_search(item, stored, cpu_runtime, inputs) == heuristic
+    assert search.beam_search(item, cpu_runtime, inputs) == heuristic

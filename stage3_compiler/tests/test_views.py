@@ -52,8 +52,7 @@ def test_contiguous_of_a_base_is_itself():
 def _gated_loads(t) -> list:
     """The gated LOADs of the kernels that realize t (their buffers, each read only where valid)."""
     items = create_schedule([t.lazydata])
-    stored = {id(o) for it in items for o in it.outputs}
-    return [u for it in items for u in lower(it, stored, cpu_runtime.renderer).uops
+    return [u for it in items for u in lower(it, cpu_runtime.renderer).uops
             if u.op is UOps.LOAD and len(u.srcs) > 1]
 
 
