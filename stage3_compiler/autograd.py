@@ -6,10 +6,10 @@ When gradients are enabled and a parent requires grad, that hangs a Node on `out
 member of ops.py's `Ops`, the one op table), its parents and whatever the rule needs. The rules
 are keyed by the same enum, and `record` refuses an op that has none. Composites (layernorm,
 conv2d, attention, the losses) record nothing themselves: their gradients come from the
-primitives they are written on. One exception: with the online pass (PASSES=+online), attention that wants a gradient is
-recorded as one op whose rule is FlashAttention's backward (`attention_grads`). stage2 promoted
-softmax and log_softmax to primitives with a rule of their own, for speed; here they are
-composites again, as the fusion does what that did.
+primitives they are written on. One exception: with the online pass (on unless PASSES=-online),
+attention that wants a gradient is recorded as one op whose rule is FlashAttention's backward
+(`attention_grads`). stage2 promoted softmax and log_softmax to primitives with a rule of their
+own, for speed; here they are composites again, as the fusion does what that did.
 
 The API's float ops that the IR lacks (exp, log, cos, tanh, erf, sigmoid, gelu, pow) are formulas of
 transcendental.py on primitives, recorded as one op of their own (nothing recorded inside them), with

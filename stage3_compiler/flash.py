@@ -32,7 +32,7 @@ def flash_attention(query, key, value, causal: bool):
     """Attention recorded as one op, whose rule is FlashAttention's backward (autograd.attention_grads).
     Beside the output, the forward keeps each row's log-sum-exp of the scores, m + log l for the
     row's max m and sum of exps l, from which the backward recomputes the probabilities instead
-    of reading them from memory. With the online pass (PASSES=+online) one kernel computes both: the
+    of reading them from memory. With the online pass (on unless PASSES=-online) one kernel computes both: the
     online softmax's loop ends with the row's m and l, and writes the log-sum-exp beside the output
     (engine/online.py).
     The scores are marked recomputed: where the output is realized before the backward asks for the

@@ -5,10 +5,10 @@ every program correctly on its own. Each pass below rewrites one step of it for 
 meaning: with all of them off the core still passes the conformance suite and trains the zoo, only
 slower. A pass is named by its `Pass` member's value and switched by the environment:
 
-    PASSES unset        the default passes (every pass but `online`)
+    PASSES unset        the default passes (every pass)
     PASSES=none         the core alone
     PASSES=all          every pass
-    PASSES=-vectorize,-online   the defaults less two;  PASSES=+online  the defaults and one more
+    PASSES=-vectorize,-online   the defaults less two;  PASSES=-online,+online  signed names in order
     PASSES=layouts,heuristics   exactly the passes named (signed names then add or drop)
     NOOPT=1             tinygrad's name for the core alone, where PASSES is unset
 
@@ -64,7 +64,7 @@ TABLE: dict[Pass, PassInfo] = {
                            "a matmul reads a transposed, packed or padded copy of an operand"),
     Pass.MERGE: PassInfo(Phase.SCHEDULE, ("engine/merge.py",), True,
                          "kernels of one shape become one kernel with several outputs"),
-    Pass.ONLINE: PassInfo(Phase.GRAPH, ("engine/online.py", "codegen/softmax.py"), False,
+    Pass.ONLINE: PassInfo(Phase.GRAPH, ("engine/online.py", "codegen/softmax.py"), True,
                           "FlashAttention: softmax folded into the loop of the sum it weights"),
     Pass.HEURISTICS: PassInfo(Phase.OPTIONS, ("codegen/heuristics.py",), True,
                               "register tiles, split sums, cache blocks and threads by rule"),

@@ -8,7 +8,7 @@ cache under SITP_CACHE), so they live here, importing nothing of the package.
     NANCHECK=1     stop at the first kernel that wrote a NaN (engine/debug.py)
     BEAM=n         search kernel options instead of the heuristics (engine/search.py)
     PASSES=...     which speed passes run (passes.py: `none` runs the core alone, `-vectorize` drops
-                   one, `+online` adds FlashAttention, which is off by default)
+                   one, `-online` drops FlashAttention, `+name` adds a pass that is off)
     NOOPT=1        the core alone (PASSES=none), tinygrad's name
     SITP_CACHE     where compiled kernels and searches are kept (default ~/.cache/sitp)
 """

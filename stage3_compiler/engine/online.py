@@ -19,8 +19,8 @@ The max, the sum, e, its formula and probs must be read by nothing else, and non
 asked for or forced; the max and the sum may also be read by their row statistics (`row_statistics`:
 m + log l, FlashAttention's log-sum-exp), which the kernel writes beside its output once its loop
 ends. Where autograd keeps the probabilities for the backward (LazyBuffer.kept: the softmax
-differentiated op by op), the rule does not apply and the unfused kernels run. With the online pass (PASSES=+online)
-attention is recorded as one op instead, whose rule recomputes them from the log-sum-exp
+differentiated op by op), the rule does not apply and the unfused kernels run. With the online pass
+(on unless PASSES=-online) attention is recorded as one op instead, whose rule recomputes them from the log-sum-exp
 (autograd.attention_grads: FlashAttention's backward).
 
 Key by key, each term takes one exp: where x_j raises the max, its own factor is e^0 = 1 and the

@@ -100,7 +100,7 @@ def attention_ref(q, k, v, mask=None):
 
 @pytest.fixture
 def online(monkeypatch):
-    monkeypatch.setenv("PASSES", "+online")  # the online softmax rule (engine/online.py), off by default
+    monkeypatch.setenv("PASSES", "+online")  # the online softmax rule (engine/online.py), whatever PASSES says
 
 
 def test_causal_attention_forward_is_one_kernel(online):

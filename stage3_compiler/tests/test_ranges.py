@@ -74,7 +74,7 @@ def backward_item(seed: int):
 
 @pytest.fixture
 def online(monkeypatch):
-    monkeypatch.setenv("PASSES", "+online")  # FlashAttention (engine/online.py), off by default
+    monkeypatch.setenv("PASSES", "+online")  # FlashAttention (engine/online.py), whatever PASSES says
 
 
 def test_causal_flash_attention_runs_each_query_up_to_itself(online, monkeypatch):

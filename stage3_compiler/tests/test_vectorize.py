@@ -202,7 +202,7 @@ def test_a_transposing_copy_is_a_16_by_16_block_in_registers():
 
 
 def test_a_nested_sums_lanes_add_by_halves_in_the_scalar_trees_order(monkeypatch):
-    # attention's scores over a head of 16, nested in the online softmax's loop (PASSES=+online): one vector
+    # attention's scores over a head of 16, nested in the online softmax's loop (the online pass): one vector
     # product, then its lanes summed a level of the pairwise tree at a time (8, 4, 2 lanes wide). The
     # same bits as the scalar tree where products and adds stay apart (the renderer fuses them in
     # FlashAttention's kernels unless the fma pass is off, codegen/fma.py, as gcc finds them in either code)
