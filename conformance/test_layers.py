@@ -110,6 +110,10 @@ CASES = [
           (3, 2, 5)),
     _case("lstm_batch_first", lambda nn: nn.LSTM(3, 4, batch_first=True),
           lambda: torch.nn.LSTM(3, 4, batch_first=True), (2, 4, 3)),
+    _case("gru_two_layers", lambda nn: nn.GRU(5, 4, num_layers=2), lambda: torch.nn.GRU(5, 4, num_layers=2),
+          (3, 2, 5)),
+    _case("gru_batch_first_no_bias", lambda nn: nn.GRU(3, 4, bias=False, batch_first=True),
+          lambda: torch.nn.GRU(3, 4, bias=False, batch_first=True), (2, 4, 3)),
 ]
 
 
@@ -191,6 +195,7 @@ BAD_LAYERS = [  # (constructor, what the message must say): refused where the la
     (lambda nn: nn.ConvTranspose1d(3, 4, 3, padding_mode="reflect"), r"ConvTranspose1d: padding_mode must be one"),
     (lambda nn: nn.GroupNorm(4, 6), r"GroupNorm: num_channels 6 must divide by num_groups 4"),
     (lambda nn: nn.LSTM(3, 4, bidirectional=True), r"LSTM: bidirectional .* not supported"),
+    (lambda nn: nn.GRU(3, 4, proj_size=2), r"GRU: bidirectional .* proj_size \(2\) are not supported"),
 ]
 
 

@@ -7,7 +7,7 @@ defaults win (docs/api-contract.md lists each case). One file a family:
 - linear.py: Linear, Embedding, Dropout;
 - conv.py: convolutions and transposed convolutions over 1, 2 or 3 spatial dims;
 - norm.py: batch, layer, group, instance and RMS normalisation;
-- recurrent.py: the LSTM and GRU cells, and a multi-layer LSTM over the cell.
+- recurrent.py: the LSTM and GRU cells, and multi-layer LSTM and GRU modules over them.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from .norm import (
     LayerNorm2d,
     RMSNorm,
 )
-from .recurrent import LSTM, GRUCell, LSTMCell
+from .recurrent import GRU, LSTM, GRUCell, LSTMCell
 
-__all__ = ["LSTM", "BatchNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "Conv1d", "Conv2d", "Conv3d",
+__all__ = ["GRU", "LSTM", "BatchNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "Conv1d", "Conv2d", "Conv3d",
            "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "Dropout", "Embedding", "GRUCell", "GroupNorm",
            "InstanceNorm", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "LSTMCell", "LayerNorm",
            "LayerNorm2d", "Linear", "RMSNorm", "state"]
