@@ -110,6 +110,7 @@ def copy_transposed(mul: LazyBuffer, w: LazyBuffer, n: int) -> None:
     weight = w.shrink(tuple((0, size) if d in own else (0, 1) for d, size in enumerate(w.shape)))
     order = tuple(d for d in range(len(w.shape)) if d != n) + (n,)
     copy = weight.permute(order).contiguous()
+    copy.operand_copy = True
     view = copy.permute(tuple(order.index(d) for d in range(len(order)))).expand(w.shape)
     mul.srcs = tuple(view if s is w else s for s in mul.srcs)
 
@@ -154,6 +155,7 @@ def copy_padded(mul: LazyBuffer, w: LazyBuffer) -> None:
     order = tuple(d for d in range(len(w.shape)) if d not in own) + tuple(sorted(own, key=lambda d: -strides[d]))
     rows = weight.permute(order)
     copy = rows.pad(tuple((0, PAD if i == len(order) - 1 else 0) for i in range(len(order)))).contiguous()
+    copy.operand_copy = True
     back = copy.shrink(tuple((0, size) for size in rows.shape))
     view = back.permute(tuple(order.index(d) for d in range(len(order)))).expand(w.shape)
     mul.srcs = tuple(view if s is w else s for s in mul.srcs)
@@ -207,6 +209,7 @@ def copy_packed(mul: LazyBuffer, w: LazyBuffer, k: int, axis: int, width: int) -
     order = tuple(d for d in range(len(w.shape)) if d not in (k, axis)) + (k, axis)
     rows = weight.permute(order)  # (1, ..., K, size)
     packed = rows.reshape((size_k, size // width, width)).permute((1, 0, 2)).contiguous()  # (size/width, K, width)
+    packed.operand_copy = True
     back = packed.permute((1, 0, 2)).reshape(rows.shape)
     view = back.permute(tuple(order.index(d) for d in range(len(order)))).expand(w.shape)
     mul.srcs = tuple(view if s is w else s for s in mul.srcs)

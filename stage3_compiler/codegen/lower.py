@@ -273,6 +273,7 @@ def lower(item: ScheduleItem, renderer: Renderer, opts: tuple[Opt, ...] | None =
                     online=item.online is not None, nested=nested_terms(item))
     fused = fused_products(kernel) if renderer.grid else fused_multiply_adds(kernel)  # (what the renderer fuses)
     L.mark(Pass.FMA, bool(fused))
+    L.mark(Pass.LAYOUTS, any(b.operand_copy for b in L.buffers))  # it writes an operand's copy, or reads one
     kernel.passes = tuple(p.value for p in TABLE if p in L.changed)
     return kernel
 

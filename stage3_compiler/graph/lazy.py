@@ -59,6 +59,7 @@ class LazyBuffer:
             # which the online kernel writes from the row statistics only it holds (engine/online.py)
             self.along: tuple[LazyBuffer, ...] = ()
             self.iota = False  # a buffer filled with 0, 1, 2...: arange's (holds while its buffer's version is 0)
+            self.operand_copy = False  # a copy of a matmul operand the layouts pass put in (Kernel.passes names it)
 
     # ---- what it is ----
 

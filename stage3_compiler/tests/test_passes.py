@@ -63,6 +63,10 @@ def matmul():
     return Tensor(rand(0, 48, 64)) @ Tensor(rand(1, 64, 64))
 
 
+def linear_forward():  # x @ w.T reads w along the summed axis: the product reads a transposed copy
+    return Tensor(rand(13, 48, 16)) @ Tensor(rand(14, 64, 16)).T
+
+
 def tall_matmul():  # 131 rows: no tile of 6 or 8 rows divides them
     return Tensor(rand(11, 131, 32)) @ Tensor(rand(12, 32, 64))
 
@@ -102,7 +106,8 @@ def attention_grad():
 
 # each pass that lowering records (Kernel.passes), with a program it changes and the passes it runs under
 # (term ranges bound the online softmax's loop: a causal query reads the keys up to its own)
-PROGRAMS = {Pass.HEURISTICS: (matmul, ""), Pass.VECTORIZE: (matmul, ""), Pass.LEFTOVER: (row_sum, ""),
+PROGRAMS = {Pass.LAYOUTS: (linear_forward, ""), Pass.HEURISTICS: (matmul, ""), Pass.VECTORIZE: (matmul, ""),
+            Pass.LEFTOVER: (row_sum, ""),
             Pass.OVERLAP: (tall_matmul, ""),
             Pass.LOOKUP: (lookup, ""), Pass.RANGES: (causal_attention, "+online,"),
             Pass.SKIP: (embedding_grad, ""), Pass.MERGE: (merged_sums, "")}
