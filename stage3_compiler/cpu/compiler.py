@@ -13,11 +13,13 @@ import ctypes
 import functools
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..codegen.program import CompileError
@@ -76,6 +78,61 @@ def sanitize_flags() -> list[str]:
     return []
 
 
+# gcc's driver links a shared library through collect2, with the C runtime's start files and libc's
+# linker scripts: a third of a small kernel's build (benchmarks/results/stage3_compile_cost.md). A
+# kernel needs none of that. Its object file calls only libm, libgomp (OpenMP's threads), libgcc's
+# helpers (a 128-bit division, a half-float conversion) and the libc every process already has, so
+# `ld` links it against those alone. Where that fails (another compiler or system), the driver links.
+@dataclass(frozen=True)
+class DirectLink:
+    ld: str
+    libraries: tuple[str, ...]  # after the object: an archive (libgcc.a) serves what is undefined before it
+
+    def command(self, obj: Path, lib: Path) -> list[str]:
+        return [self.ld, "-shared", "-o", str(lib), str(obj), *self.libraries]
+
+
+@functools.cache
+def direct_link() -> DirectLink | None:
+    """How `ld` alone makes a kernel's object a shared library, or None: the driver links."""
+    if sanitize_flags():  # AddressSanitizer's runtime is the driver's to link
+        return None
+    names = ["libgcc.a", "libm.so.6"] + (["libgomp.so"] if openmp_flags() else [])
+    libraries = [tool_path("-print-file-name=" + name) for name in names]
+    ld = tool_path("-print-prog-name=ld")
+    if ld is None or None in libraries:
+        return None
+    link = DirectLink(ld, tuple(libraries))
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            build_with(link, PROBE, Path(tmp) / "probe.so")
+            probe = ctypes.CDLL(str(Path(tmp) / "probe.so")).probe
+        except (CompileError, OSError):
+            return None
+    probe.restype = ctypes.c_float
+    return link if probe(ctypes.c_float(0.0)) == 4.0 else None
+
+
+# a libm call, an OpenMP loop and a libgcc helper (a 128-bit division): what kernels link against
+PROBE = """float expf(float);
+float probe(float x) {
+  float sum = 0.0f;
+  #pragma omp parallel for reduction(+:sum)
+  for (int i = 0; i < 4; i++) sum += expf(x) * (float)((__int128)(i + 8) / (__int128)(i + 8));
+  return sum;
+}
+"""
+
+
+def tool_path(query: str) -> str | None:
+    """What `cc -print-file-name=...` or `-print-prog-name=...` names, when it names a file that exists
+    (the compiler echoes the bare name back when it knows no path)."""
+    found = subprocess.run([compiler(), query], capture_output=True, text=True).stdout.strip()
+    if query.startswith("-print-prog-name"):
+        return found if os.path.isabs(found) and os.path.exists(found) else shutil.which(found)
+    return found if os.path.isabs(found) and os.path.exists(found) else None
+
+
 @functools.cache
 def macros() -> bytes:
     """Every macro the compiler predefines under our flags (the CPU's ISA among them)."""
@@ -87,7 +144,8 @@ def macros() -> bytes:
 def machine_key() -> str:
     """The compiler's version and its predefined macros."""
     version = subprocess.run([compiler(), "--version"], capture_output=True).stdout
-    return hashlib.sha256(version + macros() + sys.version.encode()).hexdigest()[:16]
+    linking = repr(direct_link()).encode()
+    return hashlib.sha256(version + macros() + linking + sys.version.encode()).hexdigest()[:16]
 
 
 @functools.cache
@@ -104,7 +162,7 @@ def vector_registers() -> tuple[int, int]:
 
 
 _programs: dict[tuple[str, str], ctypes._CFuncPtr] = {}
-RUNS = [0]  # compiler processes this process started (benchmarks read it: python -m common.chat.engine)
+RUNS = [0]  # builds this process ran (benchmarks read it: python -m common.chat.engine)
 
 
 def source_key(source: str) -> str:
@@ -114,14 +172,27 @@ def source_key(source: str) -> str:
 def build(sources: list[str], out: Path) -> None:
     """Compile C sources, concatenated into one file, to the shared library `out` (atomically)."""
     out.parent.mkdir(parents=True, exist_ok=True)
+    RUNS[0] += 1
+    build_with(direct_link(), "\n".join(sources), out)
+
+
+def build_with(link: DirectLink | None, source: str, out: Path) -> None:
+    """The compiler makes an object and `link` (direct_link) a library of it, or the driver does both."""
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
-        src, lib = Path(tmp) / "kernel.c", Path(tmp) / "kernel.so"
-        src.write_text("\n".join(sources))
-        RUNS[0] += 1
-        done = subprocess.run([compiler(), *flags(), "-o", str(lib), str(src), "-lm"], capture_output=True, text=True)
-        if done.returncode != 0:
-            raise CompileError(done.stderr)
+        src, obj, lib = Path(tmp) / "kernel.c", Path(tmp) / "kernel.o", Path(tmp) / "kernel.so"
+        src.write_text(source)
+        if link is None:
+            run_tool([compiler(), *flags(), "-o", str(lib), str(src), "-lm"])
+        else:
+            run_tool([compiler(), *[f for f in flags() if f != "-shared"], "-c", "-o", str(obj), str(src)])
+            run_tool(link.command(obj, lib))
         os.replace(lib, out)  # whole or absent: two processes never see half a library
+
+
+def run_tool(command: list[str]) -> None:
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise CompileError(done.stderr)
 
 
 def load(path: Path, symbol: str, cache_as: tuple[str, str]) -> ctypes._CFuncPtr:

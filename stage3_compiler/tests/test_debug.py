@@ -3,8 +3,10 @@ stops at the first kernel that wrote a NaN and names it, GRAPH=1 writes the lazy
 a kernel that does not compile is reported with its UOps and the user's line, and SITP_SANITIZE
 builds kernels with AddressSanitizer (checked in a child process with libasan preloaded)."""
 
+import ctypes
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -151,6 +153,35 @@ def test_a_compile_error_names_the_kernel_its_uops_and_the_line(monkeypatch, tmp
     assert f"test_debug.py:{line}" in msg
     assert "UOps:" in msg and re.search(r"v\d+ = STORE\s+float32", msg)  # the IR, as DEBUG=3 prints it
     assert "this compiler refuses" in msg  # and the compiler's own words
+
+
+# ---- linking ----
+
+LINKED = """float expf(float);
+void linked(float *out, long long n) {
+  #pragma omp parallel for
+  for (long long i = 0; i < n; i++) out[i] = expf((float)i / 8.0f) + (float)((__int128)(i * 1000003) / 7);
+}
+"""
+
+
+def test_ld_alone_links_a_kernel_that_computes_what_the_drivers_link_computes(tmp_path):
+    """A kernel's object linked by `ld` against libgcc, libm and libgomp (cpu/compiler.direct_link) calls
+    all three, and gives the bits of the library gcc's driver links."""
+    link = runtime.direct_link()
+    if sys.platform == "linux" and "gcc" in runtime.compiler() + os.path.realpath(shutil.which(runtime.compiler())):
+        assert link is not None, "gcc on Linux links kernels with ld alone"
+    if link is None:
+        pytest.skip("this compiler's driver links every kernel")
+    outs = []
+    for way, name in ((link, "direct.so"), (None, "driver.so")):
+        runtime.build_with(way, LINKED, tmp_path / name)
+        out = np.zeros(37, np.float32)
+        ctypes.CDLL(str(tmp_path / name)).linked(ctypes.c_void_p(out.ctypes.data), ctypes.c_longlong(37))
+        outs.append(out)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    i = np.arange(37)
+    np.testing.assert_allclose(outs[0], np.exp(i / 8) + i * 1000003 // 7, rtol=1e-6)  # libm's expf, in float32
 
 
 # ---- ASan ----
