@@ -142,7 +142,8 @@ def stage3_cuda(session: nox.Session) -> None:
     """stage3's whole conformance suite on its cuda device, run by the CPU emulator (`nox -s cuda`: on a GPU)."""
     install(session, "test", "torch")
     session.run("pytest", "-q", *WORKERS, "stage3_compiler/tests/test_cuda.py", "conformance", "--stage",
-                "stage3_compiler", "--device", "CUDA", *session.posargs, env={"SITP_CUDA_BACKEND": "emulate"})
+                "stage3_compiler", "--device", "CUDA", "--every-dtype-view", *session.posargs,
+                env={"SITP_CUDA_BACKEND": "emulate"})
 
 
 def optimized(session: nox.Session, stage: str) -> None:
@@ -158,14 +159,15 @@ def stage3_core(session: nox.Session) -> None:
     """stage3's whole conformance suite on the CPU with every speed pass off (PASSES=none): the core alone."""
     install(session, "test", "torch")
     session.run("pytest", "-q", *WORKERS, "conformance", "--stage", "stage3_compiler", "--device", "CPU",
-                *session.posargs, env={"PASSES": "none"})
+                "--every-dtype-view", *session.posargs, env={"PASSES": "none"})
 
 
 @nox.session(default=False)
 def conformance(session: nox.Session) -> None:
-    """The conformance suite against every stage present (each stage session already runs its part)."""
+    """The whole conformance suite against every stage present, each view case in every dtype (the stage
+sessions run the views in float32: conformance/cases.py says why)."""
     install(session, "test")
-    session.run("pytest", "-q", "conformance", *session.posargs)
+    session.run("pytest", "-q", "conformance", "--every-dtype-view", *session.posargs)
 
 
 @nox.session

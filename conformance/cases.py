@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pytest
 
 
 def expect(ok: bool, message: Any) -> None:
@@ -292,6 +293,23 @@ def key_id(key: Any) -> str:
 
     return "[" + ",".join(one(k) for k in (key if isinstance(key, tuple) and not isinstance(key, Index)
                                            else (key,))) + "]"
+
+
+# A view changes which elements a kernel reads: the index arithmetic, one path for every dtype. A dtype
+# changes what a kernel loads, computes and stores: one path for every view. Every case of an op runs in
+# VIEWS_DTYPE; in the op's other dtypes the cases without a view run, and the views again only under
+# `--every-dtype-view` (the product repeats one index arithmetic once a dtype; nox -s conformance runs it).
+VIEWS_DTYPE = DEFAULT_FLOAT
+
+
+def repeats_a_view(c: Case, dtype: str) -> bool:
+    """Does this case read a view in a dtype other than VIEWS_DTYPE?"""
+    return dtype != VIEWS_DTYPE and any(a.layout != "C" for a in c.args)
+
+
+def view_marks(c: Case, dtype: str) -> list:
+    """The test parameter's marks: `dtype_view` on a case `repeats_a_view` names (conftest deselects it)."""
+    return [pytest.mark.dtype_view] if repeats_a_view(c, dtype) else []
 
 
 def case(*args: Arg, **params: Any) -> Case:

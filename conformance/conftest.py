@@ -41,10 +41,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help="run the conformance suite on this stage only (default: every stage that imports)")
     parser.addoption("--device", choices=("CPU", "CUDA"), default=None,
                      help="run on this device only (default: every device of each stage)")
+    parser.addoption("--every-dtype-view", action="store_true",
+                     help="also run each view case in every dtype, not in float32 alone (conformance/cases.py)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "needs(*ops): capability-table ops a test needs besides its `op`")
+    config.addinivalue_line("markers", "dtype_view: a view case in a dtype other than float32 (--every-dtype-view)")
     try:
         stages = select(config.getoption("stage"))
     except ModuleNotFoundError as e:
@@ -113,7 +116,14 @@ def pytest_runtest_call(item: pytest.Item):
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """A test needing an op its stage lacks is a strict xfail with the table's reason."""
+    """A view case in a dtype other than float32 is deselected unless --every-dtype-view asks for it
+    (conformance/cases.py says why). A test needing an op its stage lacks is a strict xfail with the
+    table's reason."""
+    if not config.getoption("every_dtype_view"):
+        repeats = [item for item in items if item.get_closest_marker("dtype_view")]
+        if repeats:
+            config.hook.pytest_deselected(items=repeats)
+            items[:] = [item for item in items if not item.get_closest_marker("dtype_view")]
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
         stage = params.get("stage")

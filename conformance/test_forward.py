@@ -2,7 +2,8 @@
 
 - test_forward: every op x every dtype it supports x its cases (0-d, size-0 and size-1 dims,
   ordinary shapes, broadcasting pairs, and transposed / strided / negative-stride / expanded
-  views), checking the result's shape, its dtype (from docs/api-contract.md, not numpy's rules)
+  views: those in float32, in every dtype under --every-dtype-view), checking the result's
+  shape, its dtype (from docs/api-contract.md, not numpy's rules)
   and its values within the op's stated tolerance.
 - test_promotion: binary ops on every pair of input dtypes follow the contract's lattice.
 - test_capability_table: every op the capability table names is one the catalogue tests.
@@ -16,12 +17,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conformance.cases import ANY, DTYPES, NONZERO, is_float, promote, to_float
+from conformance.cases import ANY, DTYPES, NONZERO, is_float, promote, to_float, view_marks
 from conformance.catalogue import CATALOGUE, COMPOSITE, ELEMENTWISE
 from conformance.checks import assert_tensor, run_case, seed
 from conformance.stages import CAPABILITIES, STAGES
 
-CASES = [pytest.param(op, dtype, case, id=f"{op.name}-{dtype}-{case.id}")
+CASES = [pytest.param(op, dtype, case, id=f"{op.name}-{dtype}-{case.id}", marks=view_marks(case, dtype))
          for op in CATALOGUE for dtype in op.dtypes for case in op.cases(dtype)]
 
 

@@ -1,7 +1,8 @@
 """Gradient conformance, driven by the same catalogue and cases as the forward tests (stage2+).
 
 - test_grad: every differentiable op x float dtype x its cases (broadcasting pairs, size-0 and
-  size-1 dims, transposed / strided / flipped / expanded views). The inputs are leaves that
+  size-1 dims, transposed / strided / flipped / expanded views; the views in float32, and in
+  float64 too under --every-dtype-view). The inputs are leaves that
   require grad; the case's view of each leaf is what the op sees, so a gradient must flow back
   through the view too. The output is contracted with a fixed random cotangent w, sum(out * w),
   and backward() runs. Movement ops are checked against the adjoint of their index map (numpy
@@ -29,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conformance.cases import ANY, COARSE, FLOATS, LAYOUTS, NONZERO, POSITIVE, Arg, Case, D, Index, case
+from conformance.cases import ANY, COARSE, FLOATS, LAYOUTS, NONZERO, POSITIVE, Arg, Case, D, Index, case, view_marks
 from conformance.catalogue import CATALOGUE, ELEMENTWISE, NO_GRADIENT, grad_ref, torch_ref
 from conformance.checks import expect, resolve, seed
 
@@ -63,6 +64,7 @@ def _grad_cases():
                     continue
                 tid = f"{op.name}-{dtype}-{c.id}"
                 marks = [pytest.mark.xfail(reason=CONVENTIONS[tid], strict=True)] if tid in CONVENTIONS else []
+                marks += view_marks(c, dtype)
                 out.append(pytest.param(op, dtype, c, id=tid, marks=marks))
     return out
 
