@@ -6,13 +6,12 @@ fusing changes a result's last bits. The core fuses none (the C compiler's -ffp-
 where no comparison can see the difference: a reduction's own acc + a*b (a matmul's step, as every
 BLAS computes it), and the sums FlashAttention's kernels compute inside their terms. The CPU renderer
 asks for it per kernel (a pragma: `fused_multiply_adds`), the CUDA renderer per product (`fmaf`:
-`fused_products`).
+`fused_products`), each where lowering found the pass changed the kernel (`Kernel.passes`).
 """
 
 from __future__ import annotations
 
 from ..ops import Ops
-from ..passes import Pass, on
 from .uops import Kernel, UOp, UOps
 
 
@@ -36,8 +35,6 @@ def fused_multiply_adds(kernel: Kernel) -> bool:
     values no kernel stores (each pair's score, exp, dp) into attention's output and gradients, which
     nothing compares with another kernel's by ==: their dot products, exps and sums fuse too, and
     both kernels run faster so (benchmarks/results/stage3_online_softmax.md)."""
-    if not on(Pass.FMA):
-        return False
     if kernel.nested:
         return True
 
@@ -58,8 +55,6 @@ def fused_multiply_adds(kernel: Kernel) -> bool:
 
 def fused_products(kernel: Kernel) -> set[int]:
     """The products a float reduction's sum reads and nothing else does: its acc + a*b is one fmaf."""
-    if not on(Pass.FMA):
-        return set()
     readers: dict[int, int] = {}
     for u in kernel.uops:
         for s in u.srcs:

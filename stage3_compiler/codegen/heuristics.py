@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from ..graph.lazy import LazyBuffer, numel
 from ..graph.symbolic import Node, Num, layout, vars
-from ..ops import IR_ELEMENTWISE, IR_REDUCE, Ops
+from ..ops import IR_ELEMENTWISE, Ops
 from ..passes import Pass, on
 from .indexing import strides_of
-from .item import ScheduleItem
+from .item import ScheduleItem, nested_terms
 from .opts import Opt, OptOps, apply_opts, outer_loop, reduce_axes
 from .overlap import tile_lanes
 from .renderer import Renderer
@@ -245,23 +245,6 @@ def packed_terms(item: ScheduleItem, renderer: Renderer) -> list[int]:
         return []
     n = r.srcs[0].shape[r.arg[0]]
     return [r.arg[0]] if fixed(n) and n % PACK_TERMS == 0 and nested_terms(item) else []
-
-
-def nested_terms(item: ScheduleItem) -> bool:
-    """Does the kernel's reduction compute sums of its own in its terms (nested reductions: FlashAttention's
-    scores, dp and D, the only ones the scheduler nests: engine/schedule.nest_reductions, and the bases
-    autograd.attention_grads marks recomputed)?"""
-    r, stored = item.reduce, item.stored or frozenset()
-    stack, seen = [r.srcs[0].base] if r is not None else [], set()
-    while stack:
-        b = stack.pop()
-        if id(b) in seen or b.buffer is not None or id(b) in stored or b.op is Ops.CONST:
-            continue
-        seen.add(id(b))
-        if b.op in IR_REDUCE:
-            return True
-        stack.extend(s.base for s in b.srcs)
-    return False
 
 
 PANEL_BYTES = 512 << 10  # a column block of B a matmul keeps in L2 (half of 1 MiB) while every row uses it

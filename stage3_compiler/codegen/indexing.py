@@ -25,3 +25,9 @@ def flat_index(idxs: list[Node], shape: tuple[int, ...]) -> Node:
 def unflatten(flat: Node, shape: tuple[int, ...]) -> list[Node]:
     return [Num(0) if n == 1 else (flat // stride) % layout(n)
             for stride, n in zip(strides_of(shape), shape, strict=True)]
+
+
+def passes_of(size: int, lanes: int) -> int:
+    """The passes an axis of `size` outputs takes at `lanes` a pass (where they do not divide it, the
+    last pass is shifted back: codegen/overlap.py)."""
+    return -(-size // lanes)

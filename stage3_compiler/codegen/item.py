@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from ..graph.lazy import LazyBuffer
 from ..graph.shapetracker import is_symbolic
+from ..ops import IR_REDUCE, Ops
 
 
 @dataclass(frozen=True, eq=False)
@@ -65,3 +66,20 @@ class ScheduleItem:
     def symbolic(self) -> bool:
         """Does a loop of the kernel run to a symbolic size (graph/shapetracker.py)?"""
         return is_symbolic(self.root.shape) or (self.reduce is not None and is_symbolic(self.reduce.srcs[0].shape))
+
+
+def nested_terms(item: ScheduleItem) -> bool:
+    """Does the kernel's reduction compute sums of its own in its terms (nested reductions: FlashAttention's
+    scores, dp and D, the only ones the scheduler nests: engine/schedule.nest_reductions, and the bases
+    autograd.attention_grads marks recomputed)?"""
+    r, stored = item.reduce, item.stored or frozenset()
+    stack, seen = [r.srcs[0].base] if r is not None else [], set()
+    while stack:
+        b = stack.pop()
+        if id(b) in seen or b.buffer is not None or id(b) in stored or b.op is Ops.CONST:
+            continue
+        seen.add(id(b))
+        if b.op in IR_REDUCE:
+            return True
+        stack.extend(s.base for s in b.srcs)
+    return False

@@ -23,9 +23,9 @@ from ..ops import IR_ELEMENTWISE, IR_REDUCE, Ops
 from ..passes import TABLE, Pass, on
 from ..threads import get_num_threads
 from .fma import fused_multiply_adds, fused_products
-from .heuristics import heuristic_opts, nested_terms
+from .heuristics import heuristic_opts
 from .indexing import flat_index, unflatten
-from .item import ScheduleItem
+from .item import ScheduleItem, nested_terms
 from .lookup import looked_up
 from .opts import LoopPlan, Opt, apply_opts
 from .overlap import pass_start
@@ -270,9 +270,9 @@ def lower(item: ScheduleItem, renderer: Renderer, opts: tuple[Opt, ...] | None =
     kernel = Kernel(kernel_name(item, plan, reduce_shape, lookup), item.root.shape, uops, L.buffers,
                     ops=L.alu_count // upcast, reduce_shape=reduce_shape, upcast=upcast, outputs=len(item.outputs),
                     opts=tuple(opts), threads=plan.threads, variables=kernel_variables(L.uops),
-                    online=item.online is not None, nested=nested_terms(item))
-    fused = fused_products(kernel) if renderer.grid else fused_multiply_adds(kernel)  # (what the renderer fuses)
-    L.mark(Pass.FMA, bool(fused))
+                    online=item.online is not None, nested=on(Pass.FMA) and nested_terms(item))
+    if on(Pass.FMA):  # what the renderer fuses (it asks Kernel.passes)
+        L.mark(Pass.FMA, bool(fused_products(kernel) if renderer.grid else fused_multiply_adds(kernel)))
     L.mark(Pass.LAYOUTS, any(b.operand_copy for b in L.buffers))  # it writes an operand's copy, or reads one
     kernel.passes = tuple(p.value for p in TABLE if p in L.changed)
     return kernel

@@ -43,8 +43,9 @@ from enum import Enum, auto
 
 from ..graph.symbolic import Node, layout
 from ..passes import Pass, on
+from .indexing import passes_of
 from .item import ScheduleItem
-from .overlap import overlaps, passes_of
+from .overlap import overlaps
 from .renderer import Renderer
 
 

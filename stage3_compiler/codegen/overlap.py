@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from ..graph.symbolic import Node, floordiv, mul
 from ..passes import Pass, on
+from .indexing import passes_of
 from .item import ScheduleItem
 from .renderer import Renderer
 
@@ -43,11 +44,6 @@ def tile_lanes(item: ScheduleItem, size: int, most: int, fallback: int, renderer
     if fallback < most and size >= LEAST_PASSES * most and overlaps(item, size, most, renderer):
         return most
     return fallback
-
-
-def passes_of(size: int, lanes: int) -> int:
-    """The passes an axis of `size` outputs takes at `lanes` a pass (the last one shifted back)."""
-    return -(-size // lanes)
 
 
 def pass_start(g: Node, size: int, lanes: int) -> Node:

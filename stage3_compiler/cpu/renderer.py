@@ -14,12 +14,12 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..codegen.fma import fused_multiply_adds
 from ..codegen.renderer import Renderer
 from ..codegen.uops import Kernel, Loop, LoopKind, UOp, UOps
 from ..dtype import DType, dtypes
 from ..graph.symbolic import Node, descends, render
 from ..ops import Ops
+from ..passes import Pass
 
 CTYPES = {"bool": "unsigned char", "int32": "int", "int64": "long long", "float32": "float", "float64": "double"}
 UNSIGNED = {"int32": "unsigned int", "int64": "unsigned long long"}
@@ -316,7 +316,7 @@ class CRenderer(Renderer):
             any(u.op is UOps.LOAD and descends(u.arg[0]) for u in kernel.uops)
         return [*(['#pragma GCC optimize ("no-tree-loop-vectorize")'] if slp or backwards else []),
                 *(['#pragma GCC optimize ("no-tree-pre")'] if no_pre else []),
-                *(['#pragma GCC optimize ("fp-contract=fast")'] if fused_multiply_adds(kernel) else [])]
+                *(['#pragma GCC optimize ("fp-contract=fast")'] if Pass.FMA.value in kernel.passes else [])]
 
     def prologue(self, kernel: Kernel, pragmas: list[str]) -> list[str]:
         """What comes before the kernel's signature: the math functions it calls. These are libm's

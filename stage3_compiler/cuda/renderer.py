@@ -232,7 +232,7 @@ class CUDARenderer(CRenderer):
     def open(self, src: Source) -> None:
         """The grid-stride loop the kernel's body runs in, closed by `close`: over outputs by thread, or
         by block where a block folds each output (GROUP), or each WIDE_LANES of them side by side."""
-        src.fused = fused_products(src.kernel)
+        src.fused = fused_products(src.kernel) if Pass.FMA.value in src.kernel.passes else set()
         if src.local is not None:
             return self.open_local(src)
         n = c_product([loop.extent for loop in output_loops(src.kernel)])  # 1: a one-element output, one thread

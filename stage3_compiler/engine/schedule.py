@@ -20,10 +20,10 @@ computed inside the kernel that reads it, as an expression, and never stored). T
 - a reduction whose only reader is an elementwise op reading it as it is (or reshaped, in the same
   order; not expanded: softmax's max is read expanded, so it stays realized), is fused the other way round:
   that reader becomes the kernel, with the reduction's loop inside it (`relu(x @ w + b)`: the
-  matmul's sum and the bias and the relu in one kernel), unless the reduction is a matmul and the
-  reader costs more than EPILOGUE ops: GELU's derivative (about 140 ops) inside the product's
-  register tile made nanoGPT's backward kernel far slower than the product and a separate
-  elementwise kernel together (benchmarks/results/stage3_log.md, 2026-11-25);
+  matmul's sum and the bias and the relu in one kernel), unless the reduction is a matmul that the
+  heuristics pass gives a register tile and the reader costs more than EPILOGUE ops: GELU's
+  derivative (about 140 ops) inside the product's register tile made nanoGPT's backward kernel far
+  slower than the product and a separate elementwise kernel together (benchmarks/results/stage3_log.md);
 - a matmul that reads a 2-D weight along the summed axis (x @ w.T) reads a transposed copy of it
   instead, which the scheduler adds (codegen/layouts.py): the copy is small, and the product then
   runs from vector registers (codegen/heuristics.matmul_tile); on the CPU, an operand read along the tile's
@@ -186,8 +186,8 @@ def fuse(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> list[ScheduleItem]:
         if b.op in IR_ELEMENTWISE and expanded and cost[id(b)] > CHEAP:
             realize.add(id(b))
         held = fused_into.get(id(b))
-        if held is not None and cost[id(b)] > EPILOGUE and matmul_product(held) is not None:
-            del fused_into[id(b)]  # a long expression after a matmul's tile runs apart from it
+        if held is not None and on(Pass.HEURISTICS) and cost[id(b)] > EPILOGUE and matmul_product(held) is not None:
+            del fused_into[id(b)]  # a long expression after a matmul's register tile runs apart from it
             realize.add(id(held))
     store_shared(bases, readers, realize, recomputed)
     keep = {id(b) for b in bases if id(b) in wanted or b.forced}

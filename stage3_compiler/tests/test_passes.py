@@ -2,6 +2,7 @@
 switching it off leaves what they compute (within a reordered sum's last bits) and the core runs
 every program alone."""
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -168,3 +169,34 @@ def test_the_core_alone_computes_what_the_passes_compute(program, monkeypatch):
     core, ran = run(program, monkeypatch, "none")
     assert ran and all(kernel.passes == () and kernel.opts == () for kernel, _ in ran)
     np.testing.assert_allclose(core, fast, rtol=1e-5, atol=1e-5)
+
+
+def training_step():
+    """A little of everything the zoo runs: a product, softmax, causal attention, an embedding, a cumsum,
+    a split sum, and their backward."""
+    x, w = Tensor(rand(20, 8, 16), requires_grad=True), Tensor(rand(21, 16, 32), requires_grad=True)
+    emb = Tensor(rand(22, 10, 16), requires_grad=True)
+    q = x.reshape(2, 4, 16)
+    loss = (x @ w).relu().softmax(-1).sum() + q.scaled_dot_product_attention(q, q, is_causal=True).sum() \
+        + emb[Tensor(np.array([1, 3, 5, 7, 2, 0, 9, 4]))].sum() + x.cumsum(0).sum() + Tensor(rand(23, 96, 78)).sum()
+    loss.backward()
+    return [t.numpy() for t in (loss, x.grad, w.grad, emb.grad)]
+
+
+def test_the_core_alone_calls_no_function_of_a_pass(monkeypatch):
+    """PASSES=none runs the core's code alone: no function defined in a pass's own file is called (the
+    core asks `on(pass)` before it calls one), so what a learner reads for the core is what runs."""
+    own = {str(PACKAGE / f) for info in TABLE.values() for f in info.where} - {str(PACKAGE / "codegen/lower.py")}
+    called = set()
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename in own:
+            called.add(f"{Path(frame.f_code.co_filename).relative_to(PACKAGE)}:{frame.f_code.co_name}")
+
+    monkeypatch.setenv("PASSES", "none")
+    sys.setprofile(profile)
+    try:
+        training_step()
+    finally:
+        sys.setprofile(None)
+    assert not called, sorted(called)
