@@ -314,7 +314,13 @@ class CRenderer(Renderer):
         # skip the loop vectorizer.
         backwards = any(u.op in (UOps.CAST, UOps.UPDATE) for u in kernel.uops) and \
             any(u.op is UOps.LOAD and descends(u.arg[0]) for u in kernel.uops)
-        return [*(['#pragma GCC optimize ("no-tree-loop-vectorize")'] if slp or backwards else []),
+        # It also miscompiles a gated load (a pad's) in a loop nest whose innermost loop runs twice: the
+        # rows right after a leading pad of an (n, 2) tensor read as zeros, with AVX2 and AVX-512 (not
+        # SSE), in any element type (conformance's view chains found it; test_views has the case).
+        ranges = [u.arg for u in kernel.uops if u.op is UOps.RANGE]
+        gated_pairs = bool(ranges) and ranges[-1].extent == 2 and \
+            any(u.op is UOps.LOAD and len(u.srcs) > 1 for u in kernel.uops)
+        return [*(['#pragma GCC optimize ("no-tree-loop-vectorize")'] if slp or backwards or gated_pairs else []),
                 *(['#pragma GCC optimize ("no-tree-pre")'] if no_pre else []),
                 *(['#pragma GCC optimize ("fp-contract=fast")'] if Pass.FMA.value in kernel.passes else [])]
 
