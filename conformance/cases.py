@@ -308,8 +308,11 @@ def repeats_a_view(c: Case, dtype: str) -> bool:
 
 
 def view_marks(c: Case, dtype: str) -> list:
-    """The test parameter's marks: `dtype_view` on a case `repeats_a_view` names (conftest deselects it)."""
-    return [pytest.mark.dtype_view] if repeats_a_view(c, dtype) else []
+    """The test parameter's marks: `layout_case` on a case that reads a view (nox's reruns on another
+    device or instruction set select by it), and `dtype_view` on one `repeats_a_view` names (conftest
+    deselects it)."""
+    return ([pytest.mark.layout_case] if any(a.layout != "C" for a in c.args) else []) + \
+        ([pytest.mark.dtype_view] if repeats_a_view(c, dtype) else [])
 
 
 def case(*args: Arg, **params: Any) -> Case:
