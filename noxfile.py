@@ -250,8 +250,7 @@ def asan(session: nox.Session) -> None:
     env = asan_env(session)
     install(session, "test")
     session.run("python", "-c", "import stage1_ndarray", env=env)
-    # (one process: its tests are small and Python-bound; two workers under ASan gained nothing measured)
-    session.run("pytest", "-q", "-p", "no:cacheprovider", "conformance", "stage1_ndarray/tests",
+    session.run("pytest", "-q", *WORKERS, "-p", "no:cacheprovider", "conformance", "stage1_ndarray/tests",
                 "--stage", "stage1_ndarray", *session.posargs, env=env)
     # stage3's generated kernels, built with -fsanitize=address (runtime.sanitize_flags keys their cache).
     # The views suite is the one that reads through padded and flipped views: it caught an

@@ -18,6 +18,7 @@ scheduling) and of the reading of the ISA these twins encode.
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 import re
@@ -233,21 +234,39 @@ def precompiled(header: str, flags: tuple[str, ...]) -> Path:
     return path
 
 
+@functools.cache
+def link_alone(cxx: str) -> tuple[str, ...] | None:
+    """`ld` and the libraries a serial kernel calls (libgcc's helpers and libm: the shim's C++ is inline
+    functions and constants), when the compiler names them all: `ld` alone links a kernel's object in a
+    fraction of the driver's time (its start files, libstdc++ and libc's linker scripts), as stage3's CPU
+    compiler does (cpu/compiler.direct_link)."""
+    found = [subprocess.run([cxx, query], capture_output=True, text=True).stdout.strip()
+             for query in ("-print-prog-name=ld", "-print-file-name=libgcc.a", "-print-file-name=libm.so.6")]
+    found[0] = shutil.which(found[0]) or found[0]
+    return tuple(found) if all(os.path.isabs(f) and os.path.exists(f) for f in found) else None
+
+
 def build(source: str, flags: tuple[str, ...], header: str = "") -> ctypes.CDLL:
     """Compile C++ `source` into a shared library (or find it in the cache) and load it. A `header`
-    (a shim) is compiled once, precompiled, and included before the source."""
+    (a shim) is compiled once, precompiled, and included before the source. A serial kernel's object is
+    linked by `ld` alone (link_alone); the threaded GEMM shim's, by the driver."""
     cxx = compiler()
     if cxx is None:
         raise RuntimeError("cuda emulation: no C++ compiler (g++) on PATH")
-    key = hashlib.sha256("\0".join((header, source, *flags, _version(cxx))).encode()).hexdigest()[:20]
+    link = link_alone(cxx) if flags == SERIAL_FLAGS else None
+    key = hashlib.sha256("\0".join((header, source, *flags, _version(cxx), repr(link))).encode()).hexdigest()[:20]
     target = _cache_dir() / f"{key}.so"
     if not target.exists():
         include = ["-include", str(precompiled(header, flags))] if header else []
         target.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=target.parent) as tmp:  # rename into place: no half files
-            src, lib = Path(tmp) / "kernels.cpp", Path(tmp) / "kernels.so"
+            src, obj, lib = Path(tmp) / "kernels.cpp", Path(tmp) / "kernels.o", Path(tmp) / "kernels.so"
             src.write_text(source)
-            subprocess.run([cxx, *flags, *include, "-shared", "-fPIC", "-w", "-o", str(lib), str(src)], check=True)
+            if link is None:
+                subprocess.run([cxx, *flags, *include, "-shared", "-fPIC", "-w", "-o", str(lib), str(src)], check=True)
+            else:
+                subprocess.run([cxx, *flags, *include, "-c", "-fPIC", "-w", "-o", str(obj), str(src)], check=True)
+                subprocess.run([link[0], "-shared", "-o", str(lib), str(obj), *link[1:]], check=True)
             os.replace(lib, target)
     return ctypes.CDLL(str(target))
 
