@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -28,14 +29,34 @@ FLOATS = ("float32", "float64")
 NUMERIC = INTS + FLOATS
 DEFAULT_FLOAT = "float32"
 DEFAULT_INT = "int64"
+# The half types, storage for float32 arithmetic: test_half.py runs the float32 cases in them.
+HALVES = ("float16", "bfloat16")
+# The small ints and the unsigned ones: test_small_ints.py runs the ops that make sense for them.
+SMALL_INTS = ("int8", "int16", "uint8", "uint16", "uint32", "uint64")
+
+
+def cpu_only(stage: Any) -> None:
+    """Skip a test of the half types or the small ints on a cuda device, which does not compute them yet."""
+    if stage.devices[0] != "CPU":
+        pytest.skip("the cuda devices compute bool, int32, int64, float32 and float64; the half types and the "
+                    "small and unsigned ints run on the CPU (stage2's CUDA kernels and stage3's CUDA renderer do "
+                    "not take them yet)")
 
 
 def is_float(dtype: str) -> bool:
-    return dtype in FLOATS
+    return dtype in FLOATS or dtype in HALVES
+
+
+def np_dtype(dtype: str) -> np.dtype:
+    """numpy's dtype of a name (bfloat16's comes from ml_dtypes, which numpy does not know by name)."""
+    return np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
 
 
 def promote(*dtypes: str) -> str:
-    """The higher of the inputs on bool < int32 < int64 < float32 < float64."""
+    """The higher of the inputs on bool < int32 < int64 < float32 < float64 (a type with itself: that
+    type, the half types and small ints too)."""
+    if len(set(dtypes)) == 1:
+        return dtypes[0]
     return max(dtypes, key=DTYPES.index)
 
 
@@ -49,8 +70,8 @@ def to_float(dtype: str, /, **_: Any) -> str:
 
 
 def accumulate(dtype: str, /, **_: Any) -> str:
-    """sum, cumsum, prod: bool and int32 widen to int64; int64 and floats keep their dtype."""
-    return "int64" if dtype in ("bool", "int32") else dtype
+    """sum, cumsum, prod: bool and every int give int64 (torch's); floats keep their dtype."""
+    return "int64" if dtype == "bool" or dtype in INTS or dtype in SMALL_INTS else dtype
 
 
 def to_bool(dtype: str, /, **_: Any) -> str:
@@ -96,7 +117,7 @@ def domain(lo: float, hi: float, ilo: int, ihi: int, bools: str = "any", sign: b
             x = rng.integers(ilo, ihi, size=shape, endpoint=True)
         if sign:
             x = x * rng.choice(np.array([-1, 1]), size=shape)
-        return np.asarray(x).astype(dtype)
+        return np.asarray(x).astype(np_dtype(dtype))
 
     return draw
 
@@ -305,6 +326,17 @@ VIEWS_DTYPE = DEFAULT_FLOAT
 def repeats_a_view(c: Case, dtype: str) -> bool:
     """Does this case read a view in a dtype other than VIEWS_DTYPE?"""
     return dtype != VIEWS_DTYPE and any(a.layout != "C" for a in c.args)
+
+
+# stage3's default session runs a sample of the half types' cases (each new case there compiles new
+# kernels): every op's first two in bfloat16 and its first in float16, whose only difference in a kernel is
+# the conversion to and from float32. The rest carry the `half_extra` mark; `nox -s conformance` runs all.
+HALF_SAMPLE = {"bfloat16": 2, "float16": 1}
+
+
+def half_marks(index: int, dtype: str) -> list:
+    """The marks of an op's index-th case in a half type (HALF_SAMPLE)."""
+    return [] if index < HALF_SAMPLE.get(dtype, 0) else [pytest.mark.half_extra]
 
 
 def view_marks(c: Case, dtype: str) -> list:

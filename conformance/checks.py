@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .cases import FLOATS, LAYOUTS, Case, D, Device, Index, expect, is_float, promote
+from .cases import HALVES, LAYOUTS, SMALL_INTS, Case, D, Device, Index, expect, is_float, np_dtype, promote
 from .catalogue import EXACT, Op, Tol
 from .stages import Stage
 
@@ -64,6 +64,8 @@ def compute_dtype(dtype: str, out: str | None) -> str:
         return "float64"
     if out in (None, "bool"):
         return dtype
+    if dtype in SMALL_INTS:  # they compute in the result's dtype, wrapping where it is theirs
+        return out
     return promote(dtype, out)
 
 
@@ -75,7 +77,12 @@ def reference(op: Op, dtype: str, case: Case, arrays: list[np.ndarray], params: 
         return op.ref(*arrays, **params)
 
 
+UNIT_ROUNDOFF = {"float16": 2.0**-11, "bfloat16": 2.0**-8}
+
+
 def tolerance(tol: Tol, dtype: str) -> tuple[float, float]:
+    if dtype in UNIT_ROUNDOFF:
+        return tol.half[0] * UNIT_ROUNDOFF[dtype], tol.half[1] * UNIT_ROUNDOFF[dtype]
     return tol.float32 if dtype == "float32" else tol.float64
 
 
@@ -83,7 +90,7 @@ def assert_tensor(got: Any, expected: Any, out: str, tol: Tol, what: str = "resu
     """`got` is our Tensor: same shape, the contract's dtype, and values within tolerance."""
     expect(hasattr(got, "numpy"), f"{what}: expected a Tensor, got {type(got).__name__}")
     with np.errstate(over="ignore"):  # float64 answers beyond float32's range become inf, as ours do
-        expected = np.asarray(expected).astype(out)
+        expected = np.asarray(expected).astype(np_dtype(out))
     expect(tuple(got.shape) == expected.shape, f"{what}: shape {tuple(got.shape)}, expected {expected.shape}")
     expect(got.dtype.name == out, f"{what}: dtype {got.dtype.name}, expected {out}")
     assert_array(got.numpy(), expected, out, tol, what)
@@ -91,10 +98,12 @@ def assert_tensor(got: Any, expected: Any, out: str, tol: Tol, what: str = "resu
 
 def assert_array(got: np.ndarray, expected: np.ndarray, out: str, tol: Tol, what: str = "result") -> None:
     expect(isinstance(got, np.ndarray), f"{what}: expected a numpy array, got {type(got).__name__}")
-    expect(got.dtype == np.dtype(out), f"{what}: numpy dtype {got.dtype}, expected {out}")
+    expect(got.dtype == np_dtype(out), f"{what}: numpy dtype {got.dtype}, expected {out}")
     expect(got.shape == expected.shape, f"{what}: shape {got.shape}, expected {expected.shape}")
     rtol, atol = tolerance(tol, out)
-    if out in FLOATS and tol is not EXACT:
+    if out in HALVES:  # compared as the float64 values they hold
+        got, expected = got.astype(np.float64), expected.astype(np.float64)
+    if is_float(out) and tol is not EXACT:
         np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol, err_msg=what)
     else:
         np.testing.assert_array_equal(got, expected, err_msg=what, strict=True)
@@ -126,6 +135,8 @@ def run_case(stage: Stage, op: Op, dtype: str, case: Case) -> None:
             if out is not None:
                 expect(got.dtype.name == out, (got.dtype.name, out))
             got = got.numpy()
+            if out in HALVES:  # numpy would sum the half types in their own precision
+                got = got.astype(np.float64)
         op.check(got, **refs)
         return
     expected = reference(op, dtype, case, arrays, refs, out)

@@ -7,8 +7,8 @@ shapes (or the dtype / device) involved:
   Each is also a RuntimeError (the stage's ArgumentError is both), the type torch and tinygrad raise;
 - IndexError: out-of-range int indices, axes and integer-index-tensor values, a float tensor used
   as an index, cat of 0-d tensors;
-- TypeError: unsupported dtypes (numpy uint8 / complex / float16 input, casts to them), `-` on
-  bool, bitwise ops on floats;
+- TypeError: unsupported dtypes (numpy complex / datetime input, casts to them), int64 with uint64
+  (no least common dtype), a bitcast between sizes, `-` on bool, bitwise ops on floats;
 - RuntimeError: a device the stage does not have.
 test_bad_inputs_never_crash feeds all of them, and more, to a child interpreter and checks it
 exits normally (a segfault in a kernel would kill it).
@@ -208,10 +208,13 @@ ERRORS = [
     Bad("cumsum-0d-axis", lambda T, s: T(1.0).cumsum(axis=1), IndexError, "cumsum", "axis 1"),
     Bad("float-index", lambda T, s: _ones(T, 3)[T([0.0, 1.0])], IndexError, r"getitem|index", "float32"),
     # TypeError: dtypes
-    Bad("numpy-uint8", lambda T, s: T(np.zeros(3, np.uint8)), TypeError, r"Tensor|dtype", "uint8"),
+    Bad("numpy-datetime", lambda T, s: T(np.zeros(3, "datetime64[s]")), TypeError, r"Tensor|dtype", "datetime64"),
     Bad("numpy-complex", lambda T, s: T(np.zeros(3, np.complex64)), TypeError, r"Tensor|dtype", "complex64"),
     Bad("dtype-name", lambda T, s: T.zeros(2, dtype="complex64"), TypeError, r"zeros|dtype", "complex64"),
-    Bad("cast-uint8", lambda T, s: _ones(T, 2).cast(np.uint8), TypeError, r"cast|dtype", "uint8"),
+    Bad("cast-complex", lambda T, s: _ones(T, 2).cast(np.complex64), TypeError, r"cast|dtype", "complex64"),
+    Bad("promote-int64-uint64", lambda T, s: T(np.zeros(2, np.int64)) + T(np.zeros(2, np.uint64)), TypeError,
+        r"promote|add", "uint64"),
+    Bad("bitcast-size", lambda T, s: _ones(T, 2).bitcast(np.int64), TypeError, "bitcast", "float32"),
     Bad("bool-sub", lambda T, s: T([True, False]) - T([False, False]), TypeError, r"sub|-", "bool"),
     Bad("bool-neg", lambda T, s: -T([True, False]), TypeError, r"neg|-", "bool"),
     Bad("float-and", lambda T, s: _ones(T, 2) & _ones(T, 2), TypeError, r"and|&|bitwise|logical", "float32"),
@@ -282,7 +285,7 @@ lambda T: T.ones(1, 1, 3, 3).avg_pool2d(kernel_size=(1, 4))
 lambda T: T.ones(1, 1, 3, 3).conv2d(T.ones(1, 1, 2, 2), padding=-2)
 lambda T: T.ones(2, 4).scaled_dot_product_attention(T.ones(2, 5), T.ones(2, 4))
 lambda T: T.ones(3, 2).sparse_categorical_crossentropy(T(np.array([0, 2**40, 1], dtype=np.int64))).realize()
-lambda T: T(np.zeros((2, 2), np.float16))
+lambda T: T(np.zeros((2, 2), np.complex128))
 lambda T: T(object())
 lambda T: T([1.0, "a"])
 lambda T: T.ones(*([1] * 100))

@@ -23,7 +23,7 @@ import itertools
 import math
 from typing import Self
 
-from .dtype import dtypes
+from .dtype import dtypes, rounds_once
 from .errors import ArgumentError
 from .hooks import TensorCore
 
@@ -77,6 +77,7 @@ class ConvolutionMixin(TensorCore):
 
     # ---- convolution ----
 
+    @rounds_once
     def conv2d(self, weight, bias=None, groups: int = 1, stride=1, dilation=1, padding=0) -> Self:
         """x (N, Cin, *S), weight (Cout, Cin/groups, *K) -> (N, Cout, *O), by im2col and one matmul;
         the weight's dims say how many spatial dims there are (1, 2, 3...)."""
@@ -100,6 +101,7 @@ class ConvolutionMixin(TensorCore):
         out = (w @ cols).reshape((N, cout) + out_shape)
         return out if bias is None else out + bias.reshape((1, cout) + (1,) * n)
 
+    @rounds_once
     def conv_transpose2d(self, weight, bias=None, groups: int = 1, stride=1, dilation=1, padding=0,
                          output_padding=0) -> Self:
         """x (N, Cin, *S), weight (Cin, Cout/groups, *K) -> (N, Cout, *O) with

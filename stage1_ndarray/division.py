@@ -22,14 +22,13 @@ from __future__ import annotations
 
 from typing import Self
 
-from .dtype import dtypes
+from .dtype import dtypes, rounds_once
 from .errors import ArgumentError
 from .hooks import TensorCore
 
-_BITS = {"int32": 32, "int64": 64}
-
 
 class DivisionMixin(TensorCore):
+    @rounds_once
     def _div_rounded(self, x, reflected: bool, rounding_mode: str, name: str = "div") -> Self:
         """a / b rounded down ("floor") or toward zero ("trunc"), in the operands' promoted dtype."""
         if rounding_mode not in ("floor", "trunc"):
@@ -47,6 +46,7 @@ class DivisionMixin(TensorCore):
         """Integer division truncated toward zero (tinygrad's idiv, C's /)."""
         return self._div_rounded(x, reflected, "trunc", "idiv")
 
+    @rounds_once
     def mod(self, x, reflected: bool = False) -> Self:
         """The remainder of floor division, with the divisor's sign (Python's and torch's %)."""
         a, b = self._int_operands("mod", x, reflected)
@@ -65,7 +65,13 @@ class DivisionMixin(TensorCore):
 
     def _floor_divmod(self, b: Self, name: str) -> tuple[Self, Self]:
         """(floor(a / b), a - floor(a / b) * b) for ints a = self and b != 0, exactly (see the top)."""
-        limit = 2.0 ** (_BITS[self.dtype.name] - 1)
+        if self.dtype is dtypes.uint64:
+            raise TypeError(f"{name}: integer division of uint64 is not supported (shape {self.shape}; torch has "
+                            "none either): cast to int64 first")
+        if self.dtype not in (dtypes.int32, dtypes.int64):  # the narrow ints divide exactly in int64
+            q, r = self.cast(dtypes.int64)._floor_divmod(b.cast(dtypes.int64), name)
+            return q.cast(self.dtype), r.cast(self.dtype)
+        limit = 2.0 ** (8 * self.dtype.itemsize - 1)
         top = limit - 1024 if self.dtype is dtypes.int64 else limit - 1  # the largest float that casts back
 
         def estimate(num: Self) -> Self:
@@ -96,9 +102,9 @@ class DivisionMixin(TensorCore):
     def _shift_factor(self, name: str, bits: int) -> int:
         if self.dtype.is_float or self.dtype is dtypes.bool:
             raise TypeError(f"{name}: shifts take an int tensor, got {self.dtype.name} of shape {self.shape}")
-        if not isinstance(bits, int) or not 0 <= bits < _BITS[self.dtype.name] - 1:
-            raise ArgumentError(f"{name}: shift must be an int in [0, {_BITS[self.dtype.name] - 1}) for "
-                             f"{self.dtype.name}, got {bits!r}")
+        width = 8 * self.dtype.itemsize - (0 if self.dtype.is_unsigned else 1)  # the value bits
+        if not isinstance(bits, int) or not 0 <= bits < width:
+            raise ArgumentError(f"{name}: shift must be an int in [0, {width}) for {self.dtype.name}, got {bits!r}")
         return 2**bits
 
     def lshift(self, bits: int) -> Self:

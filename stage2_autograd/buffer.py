@@ -10,7 +10,7 @@ import numpy as np
 
 from .ckernels import ffi, lib
 from .device import check
-from .dtype import DType
+from .dtype import DType, half_bits, half_value, python_type
 
 # Skip zero-filling: every kernel writes its whole output, and fill() exists for zeros.
 _alloc = ffi.new_allocator(should_clear_after_alloc=False)
@@ -46,11 +46,16 @@ class Buffer:
 
     def fill(self, count: int, dtype: DType, value) -> None:
         """Write `value` (already converted to dtype's Python type) into the first count elements."""
-        cell = ffi.new(f"{dtype.ctype}[1]", [value])
-        pattern = int.from_bytes(ffi.buffer(cell), "little")
+        if dtype.is_half:  # no C type of cffi's holds them: the bits are rounded in Python
+            pattern = half_bits(value, dtype)
+        else:
+            cell = ffi.new(f"{dtype.ctype}[1]", [value])
+            pattern = int.from_bytes(ffi.buffer(cell), "little")
         check(self.kernels.fill(dtype.itemsize, self.mem, count, pattern), "fill", "fill")
 
     def read(self, offset: int, dtype: DType):
         """One element as a Python scalar."""
+        if dtype.is_half:
+            return half_value(ffi.cast("uint16_t *", self.ptr(offset, dtype))[0], dtype)
         value = ffi.cast(f"{dtype.ctype} *", self.ptr(offset, dtype))[0]
-        return bool(value) if dtype.kind == "b" else value
+        return python_type(dtype)(value)

@@ -31,6 +31,8 @@ class ElementwiseMixin(TensorCore):
             raise TypeError(f"{name}: not supported for bool tensors of shape {self.shape}")
         if x.dtype.is_float and op is Ops.NOT:
             raise TypeError(f"{name}: expected a bool or int tensor, got {x.dtype.name}")
+        if x.dtype.is_half:  # computed in float32, rounded once on store
+            return x.cast(dtypes.float32)._unary(op, name).cast(x.dtype)
         out = x._alloc(x.shape, x.dtype)
         shape, (sa,) = merge_dims(x.shape, x._strides)
         check(x._buf.kernels.unary(op, x.dtype.code, out._ptr(), x._ptr(), len(shape), int64s(shape), int64s(sa)),
@@ -56,6 +58,9 @@ class ElementwiseMixin(TensorCore):
 
     def _binary(self, op: Ops, name: str, other: Operand, reflected: bool = False) -> Self:
         a, b = self._operands(name, other, reflected)
+        if a.dtype.is_half:  # computed in float32, rounded once on store
+            out = a.cast(dtypes.float32)._binary(op, name, b.cast(dtypes.float32))
+            return out if op in COMPARE else out.cast(a.dtype)
         out = a._alloc(a.shape, dtypes.bool if op in COMPARE else a.dtype)
         shape, (sa, sb) = merge_dims(a.shape, a._strides, b._strides)
         check(a._buf.kernels.binary(op, a.dtype.code, out._ptr(), a._ptr(), b._ptr(), len(shape), int64s(shape),
@@ -105,7 +110,7 @@ class ElementwiseMixin(TensorCore):
 
     def pow(self, x: Operand, reflected: bool = False) -> Self:
         a, b = self._operands("pow", x, reflected)
-        if a.dtype.kind == "b":
+        if a.dtype is dtypes.bool:
             a, b = a.cast(dtypes.default_int), b.cast(dtypes.default_int)
         if a.dtype.is_int and b.numel() and b.min().item() < 0:
             raise ArgumentError(f"pow: integers to negative integer powers are not allowed (shape {b.shape})")

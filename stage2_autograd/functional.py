@@ -29,6 +29,10 @@ class FunctionalMixin(TensorCore):
         dtype = promote(a.dtype, b.dtype)
         if dtype is dtypes.bool:
             raise TypeError(f"matmul: bool operands are not supported (shapes {a.shape} and {b.shape})")
+        if dtype.is_half or dtype.is_int and dtype not in (dtypes.int32, dtypes.int64):
+            # half types multiply in float32; the other ints in int64, whose low bits wrap alike
+            wide = dtypes.float32 if dtype.is_half else dtypes.int64
+            return a.cast(dtype).cast(wide).matmul(b.cast(dtype).cast(wide)).cast(dtype)
         a2 = a.unsqueeze(0) if a.ndim == 1 else a
         b2 = b.unsqueeze(-1) if b.ndim == 1 else b
         (M, K), (K2, N) = a2.shape[-2:], b2.shape[-2:]

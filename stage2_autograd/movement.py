@@ -11,7 +11,7 @@ import numpy as np
 from .autograd import record
 from .ckernels import ffi, int64s
 from .device import check, check_same
-from .dtype import dtypes
+from .dtype import dtypes, promote
 from .errors import ArgumentError
 from .hooks import TensorCore
 from .ops import Ops
@@ -200,7 +200,7 @@ class MovementMixin(TensorCore):
         check_same("cat", *tensors)
         dtype = first.dtype
         for t in tensors[1:]:
-            dtype = dtype if dtype.rank >= t.dtype.rank else t.dtype
+            dtype = promote(dtype, t.dtype)
         tensors = [t.cast(dtype) for t in tensors]
         shape = list(first.shape)
         shape[d] = sum(t.shape[d] for t in tensors)

@@ -9,7 +9,7 @@ from typing import Self
 from .autograd import no_grad, record
 from .ckernels import ffi
 from .device import check
-from .dtype import dtypes, float_of
+from .dtype import compute_of, dtypes, float_of, rounds_once
 from .errors import ArgumentError
 from .hooks import TensorCore
 from .ops import Ops
@@ -43,6 +43,8 @@ class ReduceMixin(TensorCore):
         if op in (Ops.REDUCE_MAX, Ops.REDUCE_MIN) and any(self.shape[a] == 0 for a in axes):
             raise ArgumentError(f"{name}: cannot reduce an empty dim (shape {self.shape}, axis {axis}); "
                                 "the op has no identity")
+        if self.dtype.is_half:  # accumulated in float32, rounded once on store
+            return self.cast(dtypes.float32)._reduce(op, name, axis, keepdim).cast(self.dtype)
         x = self
         for start, end in reversed(_runs(axes)):
             x, (O, R, I), (so, sr, si) = _as_ori(x, start, end)
@@ -54,8 +56,9 @@ class ReduceMixin(TensorCore):
         return record(x, op, (self,), axes=axes)
 
     def _wide(self) -> Self:
-        """Sums and products of bool and int32 accumulate in int64, as numpy does."""
-        return self.cast(dtypes.int64) if self.dtype in (dtypes.bool, dtypes.int32) else self
+        """Sums and products of bool and of every int accumulate in int64, as torch's do (uint64's
+        bits wrap alike in int64)."""
+        return self.cast(dtypes.int64) if self.dtype is dtypes.bool or self.dtype.is_int else self
 
     def sum(self, axis=None, keepdim: bool = False, dtype=None) -> Self:
         """dtype: cast to it first, and accumulate in it (torch's and tinygrad's)."""
@@ -77,6 +80,7 @@ class ReduceMixin(TensorCore):
         total = self.cast(float_of(self.dtype)).sum(axis, keepdim)
         return total / count if count else total * float("nan")
 
+    @rounds_once
     def var(self, axis=None, keepdim: bool = False, correction: int = 1) -> Self:
         axes = normalize_axes("var", axis, self.ndim, self.shape)
         x = self.cast(float_of(self.dtype))
@@ -86,6 +90,7 @@ class ReduceMixin(TensorCore):
         # no degrees of freedom left: torch's total / 0, inf (or nan where every deviation is 0)
         return total / n if n > 0 else total * math.inf
 
+    @rounds_once
     def std(self, axis=None, keepdim: bool = False, correction: int = 1) -> Self:
         # sqrt's slope is infinite at 0; a slice with no variance gets gradient 0, as in torch, so the root is
         # taken only where the variance is not 0
@@ -102,7 +107,7 @@ class ReduceMixin(TensorCore):
             return self.full((), 0, dtypes.int64, self.device)
         if self.shape[a] == 0:
             raise ArgumentError(f"{name}: cannot take {name} of an empty dim (shape {self.shape}, axis {axis})")
-        x, (O, R, I), (so, sr, si) = _as_ori(self, a, a + 1)
+        x, (O, R, I), (so, sr, si) = _as_ori(self.cast(compute_of(self.dtype)), a, a + 1)
         out = x._alloc(x.shape[:a] + x.shape[a + 1:], dtypes.int64)
         index_ptr = ffi.cast("int64_t *", out._ptr())
         check(x._buf.kernels.arg_reduce(op, x.dtype.code, index_ptr, x._ptr(), O, R, I, so, sr, si),
@@ -121,6 +126,8 @@ class ReduceMixin(TensorCore):
         a = normalize_axis("cumsum", axis, self.ndim, self.shape)
         if self.ndim == 0:
             return self._wide().reshape(1).cumsum(0).reshape(())
+        if self.dtype.is_half:  # accumulated in float32, each running sum rounded once
+            return self.cast(dtypes.float32).cumsum(a).cast(self.dtype)
         x, (O, R, I), (so, sr, si) = _as_ori(self._wide(), a, a + 1)
         out = x._alloc(x.shape, x.dtype)
         check(x._buf.kernels.cumsum(x.dtype.code, out._ptr(), x._ptr(), O, R, I, so, sr, si), "cumsum", "cumsum", x)

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Self
 
 from . import transcendental as tm
+from .dtype import rounds_once
 from .engine import capture
 from .graph.lazy import mark_recomputed
 from .hooks import TensorCore
@@ -143,10 +144,10 @@ RULES = {
     Ops.EXP: (lambda g, out, x: g * out,),
     Ops.LOG: (lambda g, out, x: g / x,),
     Ops.COS: (lambda g, out, x: -g * x.sin(),),
-    Ops.TANH: (lambda g, out, x: g * tm.tanh_grad(x),),  # from x: 1 - out^2 loses out's rounding near +-1
+    Ops.TANH: (lambda g, out, x: g * rounds_once(tm.tanh_grad)(x),),  # from x: 1 - out^2 loses out's rounding near +-1
     Ops.ERF: (lambda g, out, x: g * (2 / math.sqrt(math.pi)) * (-x * x).exp(),),
     Ops.SIGMOID: (lambda g, out, x: g * out * (1 - out),),
-    Ops.GELU: (lambda g, out, x: g * tm.gelu_grad(x),),
+    Ops.GELU: (lambda g, out, x: g * rounds_once(tm.gelu_grad)(x),),
     Ops.SIGN: (lambda g, out, x: g * 0,),
     Ops.ATTENTION: tuple((lambda g, out, q, k, v, i=i, **saved: attention_grads(g, out, q, k, v, **saved)[i])
                          for i in range(3)),

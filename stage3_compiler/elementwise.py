@@ -15,7 +15,7 @@ from typing import Self
 from . import transcendental as tm
 from .autograd import no_grad, record
 from .device import check_same
-from .dtype import dtypes, float_of, promote, scalar_dtype
+from .dtype import dtypes, float_of, promote, rounds_once, scalar_dtype
 from .errors import ArgumentError
 from .hooks import TensorCore
 from .ops import FLOAT_ONLY, IR_ELEMENTWISE, Ops
@@ -23,8 +23,11 @@ from .shape import broadcast_shapes
 
 # The API's float ops that the IR does not have, as formulas on it. Each is differentiated by its
 # own rule, as stage2's op of the same name, not through the formula (autograd.py says why).
-COMPOSITE_UNARY = {Ops.EXP: tm.exp, Ops.LOG: tm.log, Ops.COS: tm.cos, Ops.TANH: tm.tanh, Ops.ERF: tm.erf,
-                   Ops.GELU: tm.gelu, Ops.SIGMOID: tm.sigmoid}
+# A half type's computes in float32 and rounds once (dtype.rounds_once): the formulas' constants and
+# rounding tricks are float32's and float64's.
+COMPOSITE_UNARY = {op: rounds_once(f) for op, f in {
+    Ops.EXP: tm.exp, Ops.LOG: tm.log, Ops.COS: tm.cos, Ops.TANH: tm.tanh, Ops.ERF: tm.erf, Ops.GELU: tm.gelu,
+    Ops.SIGMOID: tm.sigmoid}.items()}
 
 Operand = TensorCore | bool | int | float
 
@@ -47,10 +50,10 @@ class ElementwiseMixin(TensorCore):
         if op is Ops.NOT:  # bool: x == False; ints: every bit flipped
             return x._binary(Ops.CMPEQ, name, False) if x.dtype is dtypes.bool else x._binary(Ops.XOR, name, -1)
         if op is Ops.ABS:
-            return tm.abs(x) if x.dtype.is_float else x.maximum(-x)
+            return rounds_once(tm.abs)(x) if x.dtype.is_float else x.maximum(-x)
         if op is Ops.SIGN and x.dtype.is_float:  # selects of constants: recorded as one op, derivative 0
             with no_grad():
-                out = tm.sign(x)
+                out = rounds_once(tm.sign)(x)
             return record(out, op, (x,))
         if op is Ops.SIGN:
             return (x > 0).cast(x.dtype) - (x < 0).cast(x.dtype)
@@ -87,7 +90,7 @@ class ElementwiseMixin(TensorCore):
             return a & b if a.dtype is dtypes.bool else ~((~a).maximum(~b))
         if op is Ops.POW and a.dtype.is_float:  # a formula recorded as one op, like the unary composites
             with no_grad():
-                out = tm.pow(a, b)
+                out = rounds_once(tm.pow)(a, b)
             return record(out, op, (a, b))
         if op is Ops.POW:
             return a._int_pow(b)
@@ -141,7 +144,7 @@ class ElementwiseMixin(TensorCore):
 
     def pow(self, x: Operand, reflected: bool = False) -> Self:
         a, b = self._operands("pow", x, reflected)
-        if a.dtype.kind == "b":
+        if a.dtype is dtypes.bool:
             a, b = a.cast(dtypes.default_int), b.cast(dtypes.default_int)
         if a.dtype.is_int and b.numel() and b.min().item() < 0:
             raise ArgumentError(f"pow: integers to negative integer powers are not allowed (shape {b.shape})")
@@ -310,7 +313,7 @@ class ElementwiseMixin(TensorCore):
         return (self < 0).where(self * neg_slope, self)
 
     def abs(self) -> Self:
-        if self.dtype is dtypes.bool:
+        if self.dtype is dtypes.bool or self.dtype.is_unsigned:
             return self
         return self._unary(Ops.ABS, "abs")
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from .autograd import record
 from .device import check_same
-from .dtype import dtypes
+from .dtype import dtypes, promote
 from .engine import checks
 from .errors import ArgumentError
 from .graph.symbolic import Node, SymbolicError
@@ -178,7 +178,7 @@ class MovementMixin(TensorCore):
         check_same("cat", *tensors)
         dtype = first.dtype
         for t in tensors[1:]:
-            dtype = dtype if dtype.rank >= t.dtype.rank else t.dtype
+            dtype = promote(dtype, t.dtype)
         tensors = [t.cast(dtype) for t in tensors]
         total, start, out = sum(t.shape[d] for t in tensors), 0, None
         for t in tensors:  # each piece padded with zeros to the whole, then summed: one fused kernel

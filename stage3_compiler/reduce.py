@@ -8,7 +8,7 @@ import math
 from typing import Self
 
 from .autograd import record
-from .dtype import dtypes, float_of
+from .dtype import dtypes, float_of, rounds_once
 from .errors import ArgumentError
 from .hooks import TensorCore
 from .ops import Ops
@@ -30,8 +30,9 @@ class ReduceMixin(TensorCore):
         return record(x, op, (self,), axes=axes)
 
     def _wide(self) -> Self:
-        """Sums and products of bool and int32 accumulate in int64, as numpy does."""
-        return self.cast(dtypes.int64) if self.dtype in (dtypes.bool, dtypes.int32) else self
+        """Sums and products of bool and of every int accumulate in int64, as torch's do (uint64's
+        bits wrap alike in int64)."""
+        return self.cast(dtypes.int64) if self.dtype is dtypes.bool or self.dtype.is_int else self
 
     def sum(self, axis=None, keepdim: bool = False, dtype=None) -> Self:
         """dtype: cast to it first, and accumulate in it (torch's and tinygrad's)."""
@@ -53,6 +54,7 @@ class ReduceMixin(TensorCore):
         total = self.cast(float_of(self.dtype)).sum(axis, keepdim)
         return total / count if count else total * float("nan")
 
+    @rounds_once
     def var(self, axis=None, keepdim: bool = False, correction: int = 1) -> Self:
         axes = normalize_axes("var", axis, self.ndim, self.shape)
         x = self.cast(float_of(self.dtype))
@@ -62,6 +64,7 @@ class ReduceMixin(TensorCore):
         # no degrees of freedom left: torch's total / 0, inf (or nan where every deviation is 0)
         return total / n if n > 0 else total * math.inf
 
+    @rounds_once
     def std(self, axis=None, keepdim: bool = False, correction: int = 1) -> Self:
         # sqrt's slope is infinite at 0; a slice with no variance gets gradient 0, as in torch, so the root is
         # taken only where the variance is not 0

@@ -21,13 +21,14 @@ from __future__ import annotations
 import math
 from typing import Self
 
-from .dtype import dtypes, float_of
+from .dtype import dtypes, float_of, rounds_once
 from .errors import ArgumentError
 from .hooks import TensorCore
 from .shape import broadcast_shapes, normalize_axes, normalize_axis
 
-_INTEGRAL = {"float32": 2.0**23, "float64": 2.0**52}  # 2^(p-1): every float this large is an integer
-_HUGE = {"float32": 2.0**12, "float64": 2.0**26}  # where 1 + x^2 rounds to x^2
+# 2^(p-1), p the significand's bits: every float this large is an integer
+_INTEGRAL = {"float16": 2.0**10, "bfloat16": 2.0**7, "float32": 2.0**23, "float64": 2.0**52}
+_HUGE = {"float16": 2.0**6, "bfloat16": 2.0**4, "float32": 2.0**12, "float64": 2.0**26}  # where 1 + x^2 rounds to x^2
 _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
 _LN2 = math.log(2.0)
@@ -42,7 +43,7 @@ def _shape(op: str, args: tuple) -> tuple:
 
 
 def _terms(dtype, float32: int, float64: int) -> int:
-    return float32 if dtype is dtypes.float32 else float64
+    return float64 if dtype is dtypes.float64 else float32  # the half types compute in float32
 
 
 class SurfaceMixin(TensorCore):
@@ -185,10 +186,12 @@ class SurfaceMixin(TensorCore):
 
     # ---- trigonometric and hyperbolic ----
 
+    @rounds_once
     def tan(self) -> Self:
         x = self._floated("tan")
         return x.sin() / x.cos()
 
+    @rounds_once
     def atan(self) -> Self:
         """Three half-angle steps, atan(x) = 2 atan(x / (1 + sqrt(1 + x^2))), bring |x| below
         tan(pi/16) = 0.2, where atan's odd series converges fast; 8 times that is the answer.
@@ -204,10 +207,12 @@ class SurfaceMixin(TensorCore):
         far = math.pi / 2 - a._safe(huge, 1.0).reciprocal()
         return huge.where((x < 0).where(-far, far), near)
 
+    @rounds_once
     def asin(self) -> Self:
         x = self._floated("asin")
         return (x / ((1.0 - x) * (1.0 + x)).sqrt()).atan()
 
+    @rounds_once
     def acos(self) -> Self:
         x = self._floated("acos")
         return ((1.0 - x) / (1.0 + x)).sqrt().atan() * 2.0
@@ -227,12 +232,14 @@ class SurfaceMixin(TensorCore):
         x = self._floated("cosh")
         return (x - _LN2).exp() + (-x - _LN2).exp()
 
+    @rounds_once
     def atanh(self) -> Self:
         """atanh(|x|) = log1p(2|x| / (1 - |x|)) / 2, odd: a log1p of a positive argument."""
         x = self._floated("atanh")
         a = x._magnitude()
         return x._odd((a * 2.0 / (1.0 - a))._log1p() * 0.5)
 
+    @rounds_once
     def asinh(self) -> Self:
         """log1p(a + a^2 / (1 + sqrt(1 + a^2))) for a = |x|, which is log(a + sqrt(a^2 + 1)) without
         its cancellation near 0; beyond _HUGE, log(a) + ln2."""
@@ -243,6 +250,7 @@ class SurfaceMixin(TensorCore):
         near = (s + s * s / ((s * s + 1.0).sqrt() + 1.0))._log1p()
         return x._odd(huge.where(a._safe(huge, 1.0).log() + math.log(2.0), near))
 
+    @rounds_once
     def acosh(self) -> Self:
         """log1p(t + sqrt(2t + t^2)) for t = x - 1 (exact near 1, where log(x + sqrt(x^2 - 1))
         cancels); beyond _HUGE, log(x) + ln2."""
@@ -603,6 +611,8 @@ class SurfaceMixin(TensorCore):
                     sizes[c] = n
                 elif n not in (have, 1):  # a size-1 dim broadcasts, as in torch
                     raise ArgumentError(f"einsum: letter {c!r} of {formula!r} has sizes {have} and {n}")
+        half = next((x.dtype for x in operands if x.dtype.is_half), None)  # computed in float32, rounded once
+        operands = [x.cast(dtypes.float32) if x.dtype is half else x for x in operands]
         product = None
         for term, x in zip(terms, operands, strict=True):
             order = [term.index(c) for c in letters if c in term]
@@ -613,7 +623,8 @@ class SurfaceMixin(TensorCore):
         summed = [d for d, c in enumerate(letters) if c not in output]
         out = product.sum(tuple(summed)) if summed else product
         kept = [c for c in letters if c in output]
-        return out.permute(*[kept.index(c) for c in output]) if output else out
+        out = out.permute(*[kept.index(c) for c in output]) if output else out
+        return out.cast(half) if half is not None and out.dtype is dtypes.float32 else out
 
     def nll_loss(self, target, weight=None, ignore_index: int = -100, reduction: str = "mean"):
         """self: log-probabilities (N, C, ...) or (C,); target: class indices (N, ...) (torch's nll_loss):
@@ -632,7 +643,7 @@ class SurfaceMixin(TensorCore):
             f"[{low}, {top}] {shapes}"))
         hit = labels.unsqueeze(-1) == self.arange(C, device=self.device)
         picked = hit.where(x, 0.0).sum(-1)
-        w = kept.where(hit.where(weight, 0.0).sum(-1) if weight is not None else 1.0, 0.0)
+        w = kept.where(hit.where(weight, 0.0).sum(-1) if weight is not None else 1.0, 0.0).cast(self.dtype)
         loss = -(w * kept.where(picked, 0.0))
         if reduction == "none":
             return loss

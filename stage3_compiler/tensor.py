@@ -22,7 +22,7 @@ from .autograd import AutogradMixin, check_requires_grad, record
 from .convolution import ConvolutionMixin
 from .device import buffer_class, canonical, runtime_of
 from .division import DivisionMixin
-from .dtype import DType, dtypes, to_dtype
+from .dtype import DType, dtypes, python_type, to_dtype
 from .elementwise import ElementwiseMixin
 from .engine import capture, checks
 from .engine.realize import realize
@@ -96,10 +96,10 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
             self._setup(src.lazydata, requires_grad)
             return
         if isinstance(data, np.ndarray):
-            if data.dtype.kind not in "biuf" or data.dtype.kind == "c":
-                raise TypeError(f"Tensor: unsupported numpy dtype {data.dtype}")
             if dtype is None:
                 dtype = to_dtype(data.dtype, "Tensor")
+            else:
+                to_dtype(data.dtype, "Tensor")  # only the types we know convert
             arr = data.astype(dtype.np)
         elif isinstance(data, (int, float, bool, list, tuple, np.generic)):
             arr = _from_python(data, dtype)
@@ -281,6 +281,9 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
         if not dtype.is_float:
             raise TypeError(f"rand: dtype must be a float type, got {dtype.name}")
         device = canonical("rand", device)
+        if dtype.is_half:  # uniform on the half type's grid of [0, 1): rounding a float32 draw could give 1
+            steps = 2.0 ** (11 if dtype is dtypes.float16 else 8)
+            return (Tensor.rand(*shape, device=device) * steps).floor().div(steps).cast(dtype)._tag(**kwargs)
         buf = random.uniform_buffer(prod(shape), dtype, buffer_class("rand", device))
         return Tensor._whole(buf, shape, dtype, device)._tag(**kwargs)
 
@@ -288,6 +291,8 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
     def randn(*shape, dtype=None, device=None, **kwargs) -> Tensor:
         # Box-Muller on two uniform draws; 1 - u keeps the log's argument in (0, 1].
         shape = argfix(*shape)
+        if dtype is not None and to_dtype(dtype, "randn").is_half:  # drawn in float32, rounded once
+            return Tensor.randn(*shape, device=device).cast(dtype)._tag(**kwargs)
         u1, u2 = Tensor.rand(*shape, dtype=dtype, device=device), Tensor.rand(*shape, dtype=dtype, device=device)
         return ((1 - u1).log() * -2).sqrt().mul((u2 * (2 * math.pi)).cos())._tag(**kwargs)
 
@@ -371,8 +376,7 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
     def item(self):
         if self.bound().numel() != 1:
             raise ArgumentError(f"item: only a tensor with one element converts to a scalar, got {self.shape}")
-        value = self.numpy().reshape(-1)[0].item()
-        return bool(value) if self.dtype is dtypes.bool else value
+        return python_type(self.dtype)(self.numpy().reshape(-1)[0].item())
 
     def tolist(self):
         return self.numpy().tolist()
@@ -414,11 +418,33 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
             return self
         return record(Tensor._make(self.lazydata.alu(Ops.CAST, arg=dtype)), Ops.CAST, (self,))
 
+    def bitcast(self, dtype) -> Tensor:
+        """The same bytes read as another dtype of the same size (tinygrad's and torch's `view(dtype)`):
+        realized into a buffer of its own, which the result reads under the new dtype."""
+        dtype = to_dtype(dtype, "bitcast")
+        if dtype.itemsize != self.dtype.itemsize:
+            raise TypeError(f"bitcast: {self.dtype.name} ({self.dtype.itemsize} bytes) to {dtype.name} "
+                            f"({dtype.itemsize} bytes): expected dtypes of one size (shape {self.shape})")
+        own = self.clone().realize().lazydata
+        return Tensor._make(LazyBuffer.from_buffer(own.realized, self.shape, dtype, self.device))
+
     def float(self) -> Tensor:
         return self.cast(dtypes.float32)
 
+    def half(self) -> Tensor:
+        return self.cast(dtypes.float16)
+
+    def bfloat16(self) -> Tensor:
+        return self.cast(dtypes.bfloat16)
+
+    def double(self) -> Tensor:
+        return self.cast(dtypes.float64)
+
     def int(self) -> Tensor:
         return self.cast(dtypes.int32)
+
+    def long(self) -> Tensor:
+        return self.cast(dtypes.int64)
 
     def bool(self) -> Tensor:
         return self.cast(dtypes.bool)

@@ -6,7 +6,8 @@
    Kernels that dispatch on (op, dtype) return 0, or -1 for a combination Python should never send;
    Python checks every status (device.py's check). */
 
-enum dtype_code { DT_BOOL, DT_INT32, DT_INT64, DT_FLOAT32, DT_FLOAT64 };
+enum dtype_code { DT_BOOL, DT_INT32, DT_INT64, DT_FLOAT32, DT_FLOAT64, DT_INT8, DT_INT16, DT_UINT8, DT_UINT16,
+                  DT_UINT32, DT_UINT64, DT_FLOAT16, DT_BFLOAT16 };
 
 /* The op codes (OP_NEG, OP_ADD, OP_REDUCE_MAX, ...) are `enum op`, which ckernels.py generates
    from ops.py, the one op table, into ops.h and into this interface. */
@@ -32,7 +33,7 @@ int arg_reduce(int op, int dtype, int64_t *out, const void *a,
 int cumsum(int dtype, void *out, const void *a,
            int64_t O, int64_t R, int64_t I, int64_t so, int64_t sr, int64_t si);
 
-/* copy.c: byte-level kernels that only care about the element size (1, 4 or 8). */
+/* copy.c: byte-level kernels that only care about the element size (1, 2, 4 or 8). */
 int copy_strided(int itemsize, void *out, const int64_t *so, const void *a, const int64_t *sa,
                  int ndim, const int64_t *shape);
 int gather(int itemsize, void *out, const void *a, const int64_t *offsets, int64_t nb,

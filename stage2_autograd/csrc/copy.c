@@ -1,5 +1,5 @@
 /* Byte-level kernels: strided copy, gather, fill and iota. They move elements, never look at
-   values, so they dispatch on the element size alone. */
+   values, so they dispatch on the element size alone (1, 2, 4 or 8 bytes). */
 #include "kernels.h"
 
 #define COPY_LOOP(T) do {                                                         \
@@ -23,6 +23,7 @@ int copy_strided(int itemsize, void *out, const i64 *so, const void *a, const i6
                  int ndim, const i64 *shape) {
   switch (itemsize) {
     case 1: COPY_LOOP(uint8_t);
+    case 2: COPY_LOOP(uint16_t);
     case 4: COPY_LOOP(uint32_t);
     case 8: COPY_LOOP(uint64_t);
   }
@@ -51,6 +52,7 @@ int gather(int itemsize, void *out, const void *a, const i64 *offsets, i64 nb,
            int ndim, const i64 *shape, const i64 *sa) {
   switch (itemsize) {
     case 1: GATHER_LOOP(uint8_t);
+    case 2: GATHER_LOOP(uint16_t);
     case 4: GATHER_LOOP(uint32_t);
     case 8: GATHER_LOOP(uint64_t);
   }
@@ -67,6 +69,7 @@ int gather(int itemsize, void *out, const void *a, const i64 *offsets, i64 nb,
 int fill(int itemsize, void *out, i64 n, uint64_t pattern) {
   switch (itemsize) {
     case 1: FILL_LOOP(uint8_t);
+    case 2: FILL_LOOP(uint16_t);
     case 4: FILL_LOOP(uint32_t);
     case 8: FILL_LOOP(uint64_t);
   }

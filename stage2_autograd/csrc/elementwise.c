@@ -3,6 +3,7 @@
    compiler can vectorize contiguous inputs; Python merges dims first to make that loop long. */
 #include "kernels.h"
 #include "gelu.h"
+#include "half.h"
 
 /* ---- unary ---- */
 
@@ -63,8 +64,14 @@ int unary(int op, int dtype, void *out, const void *a,
   switch (dtype) {
     case DT_FLOAT32: UNARY_FLOAT(float, f)
     case DT_FLOAT64: UNARY_FLOAT(double, )
+    case DT_INT8: UNARY_INT(int8_t, uint8_t)
+    case DT_INT16: UNARY_INT(int16_t, uint16_t)
     case DT_INT32: UNARY_INT(int32_t, uint32_t)
     case DT_INT64: UNARY_INT(int64_t, uint64_t)
+    case DT_UINT8: UNARY_INT(uint8_t, uint8_t)
+    case DT_UINT16: UNARY_INT(uint16_t, uint16_t)
+    case DT_UINT32: UNARY_INT(uint32_t, uint32_t)
+    case DT_UINT64: UNARY_INT(uint64_t, uint64_t)
     case DT_BOOL:
       if (op == OP_NOT) UNARY_LOOP(uint8_t, uint8_t, (uint8_t)!x);
       return -1;
@@ -109,13 +116,13 @@ int unary(int op, int dtype, void *out, const void *a,
     case OP_MUL: BINARY_LOOP(T, T, x * y);                                        \
     case OP_DIV: BINARY_LOOP(T, T, x / y);                                        \
     case OP_POW: BINARY_LIBM(T, T, pow##SUF(x, y));                               \
+    case OP_GELU_GRAD: BINARY_LIBM(T, T, y * gelu_slope##SUF(x));                 \
     case OP_MAX: BINARY_LOOP(T, T, (x > y || x != x) ? x : y);                    \
     case OP_MIN: BINARY_LOOP(T, T, (x < y || x != x) ? x : y);                    \
     case OP_CMPLT: BINARY_LOOP(T, uint8_t, x < y);                                \
     case OP_CMPLE: BINARY_LOOP(T, uint8_t, x <= y);                               \
     case OP_CMPEQ: BINARY_LOOP(T, uint8_t, x == y);                               \
     case OP_CMPNE: BINARY_LOOP(T, uint8_t, x != y);                               \
-    case OP_GELU_GRAD: BINARY_LIBM(T, T, y * gelu_slope##SUF(x));                 \
   }                                                                               \
   return -1;
 
@@ -126,8 +133,14 @@ int unary(int op, int dtype, void *out, const void *a,
     while (y > 0) { if (y & 1) r *= base; base *= base; y >>= 1; }                \
     return (T)r;                                                                  \
   }
+IPOW(int8_t, uint8_t)
+IPOW(int16_t, uint16_t)
 IPOW(int32_t, uint32_t)
 IPOW(int64_t, uint64_t)
+IPOW(uint8_t, uint8_t)
+IPOW(uint16_t, uint16_t)
+IPOW(uint32_t, uint32_t)
+IPOW(uint64_t, uint64_t)
 
 /* Wrapping arithmetic through the unsigned type, as numpy does, without undefined behaviour. */
 #define BINARY_INT(T, UT)                                                         \
@@ -165,8 +178,14 @@ int binary(int op, int dtype, void *out, const void *a, const void *b,
   switch (dtype) {
     case DT_FLOAT32: BINARY_FLOAT(float, f)
     case DT_FLOAT64: BINARY_FLOAT(double, )
+    case DT_INT8: BINARY_INT(int8_t, uint8_t)
+    case DT_INT16: BINARY_INT(int16_t, uint16_t)
     case DT_INT32: BINARY_INT(int32_t, uint32_t)
     case DT_INT64: BINARY_INT(int64_t, uint64_t)
+    case DT_UINT8: BINARY_INT(uint8_t, uint8_t)
+    case DT_UINT16: BINARY_INT(uint16_t, uint16_t)
+    case DT_UINT32: BINARY_INT(uint32_t, uint32_t)
+    case DT_UINT64: BINARY_INT(uint64_t, uint64_t)
     case DT_BOOL: BINARY_BOOL(uint8_t)
   }
   return -1;
@@ -197,32 +216,56 @@ int where(int itemsize, void *out, const uint8_t *cond, const void *a, const voi
           int ndim, const i64 *shape, const i64 *sc, const i64 *sa, const i64 *sb) {
   switch (itemsize) {
     case 1: WHERE_LOOP(uint8_t);
+    case 2: WHERE_LOOP(uint16_t);
     case 4: WHERE_LOOP(uint32_t);
     case 8: WHERE_LOOP(uint64_t);
   }
   return -1;
 }
 
-/* ---- cast: every (to, from) pair; to bool means "is nonzero" ---- */
+/* ---- cast: every (to, from) pair ---- */
 
-#define CAST_TO(TO, BOOLOUT)                                                      \
+/* How a value v (a C number; a half type already widened to float) becomes the output type T:
+   to bool means "is nonzero"; to a half type rounds through float. */
+#define AS_PLAIN(T, v) ((T)(v))
+#define AS_BOOL(T, v) ((T)((v) != 0))
+#define AS_F16(T, v) f32_to_f16((float)(v))
+#define AS_BF16(T, v) f32_to_bf16((float)(v))
+
+#define CAST_FROM(TO, AS)                                                         \
   switch (from) {                                                                 \
-    case DT_BOOL: UNARY_LOOP(uint8_t, TO, BOOLOUT ? (TO)(x != 0) : (TO)x);        \
-    case DT_INT32: UNARY_LOOP(int32_t, TO, BOOLOUT ? (TO)(x != 0) : (TO)x);       \
-    case DT_INT64: UNARY_LOOP(int64_t, TO, BOOLOUT ? (TO)(x != 0) : (TO)x);       \
-    case DT_FLOAT32: UNARY_LOOP(float, TO, BOOLOUT ? (TO)(x != 0) : (TO)x);       \
-    case DT_FLOAT64: UNARY_LOOP(double, TO, BOOLOUT ? (TO)(x != 0) : (TO)x);      \
+    case DT_BOOL: UNARY_LOOP(uint8_t, TO, AS(TO, x));                             \
+    case DT_INT8: UNARY_LOOP(int8_t, TO, AS(TO, x));                              \
+    case DT_INT16: UNARY_LOOP(int16_t, TO, AS(TO, x));                            \
+    case DT_INT32: UNARY_LOOP(int32_t, TO, AS(TO, x));                            \
+    case DT_INT64: UNARY_LOOP(int64_t, TO, AS(TO, x));                            \
+    case DT_UINT8: UNARY_LOOP(uint8_t, TO, AS(TO, x));                            \
+    case DT_UINT16: UNARY_LOOP(uint16_t, TO, AS(TO, x));                          \
+    case DT_UINT32: UNARY_LOOP(uint32_t, TO, AS(TO, x));                          \
+    case DT_UINT64: UNARY_LOOP(uint64_t, TO, AS(TO, x));                          \
+    case DT_FLOAT16: UNARY_LOOP(uint16_t, TO, AS(TO, f16_to_f32(x)));             \
+    case DT_BFLOAT16: UNARY_LOOP(uint16_t, TO, AS(TO, bf16_to_f32(x)));           \
+    case DT_FLOAT32: UNARY_LOOP(float, TO, AS(TO, x));                            \
+    case DT_FLOAT64: UNARY_LOOP(double, TO, AS(TO, x));                           \
   }                                                                               \
   return -1;
 
 int cast(int to, int from, void *out, const void *a,
          int ndim, const i64 *shape, const i64 *sa) {
   switch (to) {
-    case DT_BOOL: CAST_TO(uint8_t, 1)
-    case DT_INT32: CAST_TO(int32_t, 0)
-    case DT_INT64: CAST_TO(int64_t, 0)
-    case DT_FLOAT32: CAST_TO(float, 0)
-    case DT_FLOAT64: CAST_TO(double, 0)
+    case DT_BOOL: CAST_FROM(uint8_t, AS_BOOL)
+    case DT_INT8: CAST_FROM(int8_t, AS_PLAIN)
+    case DT_INT16: CAST_FROM(int16_t, AS_PLAIN)
+    case DT_INT32: CAST_FROM(int32_t, AS_PLAIN)
+    case DT_INT64: CAST_FROM(int64_t, AS_PLAIN)
+    case DT_UINT8: CAST_FROM(uint8_t, AS_PLAIN)
+    case DT_UINT16: CAST_FROM(uint16_t, AS_PLAIN)
+    case DT_UINT32: CAST_FROM(uint32_t, AS_PLAIN)
+    case DT_UINT64: CAST_FROM(uint64_t, AS_PLAIN)
+    case DT_FLOAT16: CAST_FROM(uint16_t, AS_F16)
+    case DT_BFLOAT16: CAST_FROM(uint16_t, AS_BF16)
+    case DT_FLOAT32: CAST_FROM(float, AS_PLAIN)
+    case DT_FLOAT64: CAST_FROM(double, AS_PLAIN)
   }
   return -1;
 }

@@ -39,8 +39,23 @@ REDUCE_BLOCKS_PER_SM = 4
 GEMM_BLOCKS_PER_SM = 2
 SPLIT_REDUCE_MIN = 2048  # terms per block, at least, when one output's reduction is split across blocks
 SPLIT_K_MIN = 256  # K per slice, at least, when a matmul's K is split across blocks
-DTYPE_NAMES = {dt.code: dt.name for dt in dtypes.all}
 BY_ITEMSIZE = {1: "bool", 4: "int32", 8: "int64"}  # copies move bits: any dtype of the size will do
+
+
+def dtype_name(code: int) -> str:
+    """The generator's name of a dtype code; a TypeError for the dtypes the device does not compute yet."""
+    name = next(dt.name for dt in dtypes.all if dt.code == code)
+    if name not in gen.CTYPES:
+        raise TypeError(f"cuda: {name} tensors are not computed on the cuda device yet (the CPU computes them); "
+                        f"expected one of {list(gen.CTYPES)}")
+    return name
+
+
+def by_itemsize(itemsize: int) -> str:
+    if itemsize not in BY_ITEMSIZE:
+        raise TypeError(f"cuda: no copy kernel for {itemsize}-byte elements yet (the half types and 16-bit ints "
+                        "run on the CPU)")
+    return BY_ITEMSIZE[itemsize]
 
 
 def _ptr(p) -> np.uint64:
@@ -93,7 +108,7 @@ class Runtime:
     # ---- elementwise.c ----
 
     def unary(self, op: int, dtype: int, out, a, ndim: int, shape, sa) -> int:
-        name = DTYPE_NAMES[dtype]
+        name = dtype_name(dtype)
         fn = self._try("unary", Ops(op).name.lower(), name, name, ndim)
         if fn is None:
             return -1
@@ -102,7 +117,7 @@ class Runtime:
         return 0
 
     def binary(self, op: int, dtype: int, out, a, b, ndim: int, shape, sa, sb) -> int:
-        name, opname = DTYPE_NAMES[dtype], Ops(op).name.lower()
+        name, opname = dtype_name(dtype), Ops(op).name.lower()
         out_dtype = "bool" if opname in gen.COMPARE else name
         fn = self._try("binary", opname, name, out_dtype, ndim)
         if fn is None:
@@ -113,7 +128,7 @@ class Runtime:
         return 0
 
     def where(self, itemsize: int, out, cond, a, b, ndim: int, shape, sc, sa, sb) -> int:
-        name = BY_ITEMSIZE[itemsize]
+        name = by_itemsize(itemsize)
         fn = self._function("where", None, name, name, ndim)
         n = _count(ndim, shape)
         self._launch(fn, n, [_ptr(out), _ptr(cond), _ptr(a), _ptr(b), np.int64(n), *_ints(ndim, shape),
@@ -121,7 +136,7 @@ class Runtime:
         return 0
 
     def cast(self, to: int, frm: int, out, a, ndim: int, shape, sa) -> int:
-        fn = self._function("cast", None, DTYPE_NAMES[frm], DTYPE_NAMES[to], ndim)
+        fn = self._function("cast", None, dtype_name(frm), dtype_name(to), ndim)
         n = _count(ndim, shape)
         self._launch(fn, n, [_ptr(out), _ptr(a), np.int64(n), *_ints(ndim, shape), *_ints(ndim, sa)])
         return 0
@@ -129,7 +144,7 @@ class Runtime:
     # ---- reduce.c: (O, R, I) views ----
 
     def reduce(self, op: int, dtype: int, out, a, O: int, R: int, I: int, so: int, sr: int, si: int) -> int:
-        name = DTYPE_NAMES[dtype]
+        name = dtype_name(dtype)
         fn = self._try("reduce", Ops(op).name.lower(), name, name, 3)
         if fn is None:
             return -1
@@ -171,13 +186,13 @@ class Runtime:
         self._launch(fn, I * T, [_ptr(out), np.uint64(partial.ptr), *map(np.int64, (1, parts, I, 0, I, 1))], threads=T)
 
     def arg_reduce(self, op: int, dtype: int, out, a, O: int, R: int, I: int, so: int, sr: int, si: int) -> int:
-        fn = self._function("arg_reduce", Ops(op).name.lower(), DTYPE_NAMES[dtype], "int64", 3)
+        fn = self._function("arg_reduce", Ops(op).name.lower(), dtype_name(dtype), "int64", 3)
         args = [_ptr(out), _ptr(a), *map(np.int64, (O, R, I, so, sr, si))]
         self._launch(fn, O * I * gen.REDUCE_THREADS, args, threads=gen.REDUCE_THREADS)
         return 0
 
     def cumsum(self, dtype: int, out, a, O: int, R: int, I: int, so: int, sr: int, si: int) -> int:
-        name = DTYPE_NAMES[dtype]
+        name = dtype_name(dtype)
         fn = self._function("cumsum", "sum", name, name, 3)
         self._launch(fn, O * I, [_ptr(out), _ptr(a), *map(np.int64, (O, R, I, so, sr, si))])
         return 0
@@ -185,7 +200,7 @@ class Runtime:
     # ---- copy.c ----
 
     def copy_strided(self, itemsize: int, out, so, a, sa, ndim: int, shape) -> int:
-        name = BY_ITEMSIZE[itemsize]
+        name = by_itemsize(itemsize)
         fn = self._function("copy", None, name, name, ndim)
         n = _count(ndim, shape)
         self._launch(fn, n, [_ptr(out), _ptr(a), np.int64(n), *_ints(ndim, shape), *_ints(ndim, so),
@@ -193,7 +208,7 @@ class Runtime:
         return 0
 
     def gather(self, itemsize: int, out, a, offsets, nb: int, ndim: int, shape, sa) -> int:
-        name = BY_ITEMSIZE[itemsize]
+        name = by_itemsize(itemsize)
         fn = self._function("gather", None, name, name, ndim)
         m = _count(ndim, shape)
         self._launch(fn, nb * m, [_ptr(out), _ptr(a), _ptr(offsets), np.int64(nb), np.int64(m),
@@ -202,7 +217,7 @@ class Runtime:
 
     def fill(self, itemsize: int, out, n: int, pattern: int) -> int:
         """The bit pattern of one element, written n times (the C kernel's contract)."""
-        name = BY_ITEMSIZE[itemsize]
+        name = by_itemsize(itemsize)
         value = np.array([pattern], dtype=np.uint64).view(np.uint8)[:itemsize].view(getattr(dtypes, name).np)[0]
         return self.fill_value(out, n, name, value)
 
@@ -221,7 +236,7 @@ class Runtime:
     # ---- random.c: the same stream as the CPU (elementwise_src's rand is random.c's twin) ----
 
     def rand_uniform(self, dtype: int, out, n: int, seed: int, counter: int) -> int:
-        name = DTYPE_NAMES[dtype]
+        name = dtype_name(dtype)
         fn = self._try("rand", "uniform", name, name, 1)
         if fn is None:
             return -1
@@ -233,7 +248,7 @@ class Runtime:
     def scatter_add(self, dtype: int, out, src, index, n: int) -> int:
         """out[index[i]] += src[i]: the generated kernel with one-element blocks (m = 1, 0-d).
         Atomic adds, so on a GPU repeated indices sum in no fixed order (the CPU's is fixed)."""
-        name = DTYPE_NAMES[dtype]
+        name = dtype_name(dtype)
         fn = self._try("scatter_add", None, name, name, 0)
         if fn is None:
             return -1
@@ -244,7 +259,7 @@ class Runtime:
 
     def adam_step(self, dtype: int, p, m, v, g, n: int, decay: float, l2: float, b1: float, b2: float,
                   step: float, inv_sqrt_bc2: float, eps: float) -> int:
-        name = DTYPE_NAMES[dtype]
+        name = dtype_name(dtype)
         fn = self._try("adam", None, name, name, 1)
         if fn is None:
             return -1
@@ -256,7 +271,7 @@ class Runtime:
     # ---- gemm.c: float32 through the GEMM ladder, the other dtypes through a generated kernel ----
 
     def matmul(self, dtype: int, out, a, b, batch: int, M: int, N: int, K: int) -> int:
-        name = DTYPE_NAMES[dtype]
+        name = dtype_name(dtype)
         if batch * M * N == 0:
             return 0
         v = self.gemm_variant

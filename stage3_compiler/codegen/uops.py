@@ -50,7 +50,9 @@ def reduce_identity(op: Ops, dtype: DType):
     """The value a reduction starts from: what folding it in changes nothing."""
     if op in IDENTITY:
         return IDENTITY[op] if dtype is not dtypes.bool else bool(IDENTITY[op])
-    return float("-inf") if dtype.is_float else (0 if dtype is dtypes.bool else -(2 ** (8 * dtype.itemsize - 1)))
+    if dtype.is_float:
+        return float("-inf")
+    return 0 if dtype is dtypes.bool or dtype.is_unsigned else -(2 ** (8 * dtype.itemsize - 1))
 
 
 class LoopKind(Enum):

@@ -16,17 +16,52 @@ from typing import Any
 
 from ..codegen.renderer import Renderer
 from ..codegen.uops import Kernel, Loop, LoopKind, UOp, UOps
-from ..dtype import DType, dtypes
+from ..dtype import DType, compute_of, dtypes, rounded
 from ..graph.symbolic import Node, descends, render
 from ..ops import Ops
 from ..passes import Pass
 
-CTYPES = {"bool": "unsigned char", "int32": "int", "int64": "long long", "float32": "float", "float64": "double"}
-UNSIGNED = {"int32": "unsigned int", "int64": "unsigned long long"}
+UNSIGNED = {"int8": "unsigned char", "int16": "unsigned short", "int32": "unsigned int", "int64": "unsigned long long",
+            "uint8": "unsigned char", "uint16": "unsigned short", "uint32": "unsigned int",
+            "uint64": "unsigned long long"}
+CTYPES = {"bool": "unsigned char", "int8": "signed char", "int16": "short", "int32": "int", "int64": "long long",
+          **{name: c for name, c in UNSIGNED.items() if name.startswith("u")}, "float32": "float", "float64": "double"}
+# A half type lives in memory as its 16 bits and in a kernel as a float: a load widens it, a store
+# (or a cast into it) rounds to nearest even, so a fused kernel rounds once per value it stores.
+HALF_STORAGE = "unsigned short"
+WIDEN = {"float16": "sitp_from_f16", "bfloat16": "sitp_from_bf16"}
+NARROW = {"float16": "sitp_to_f16", "bfloat16": "sitp_to_bf16"}
 # bytes an entry, of the dtypes vectors hold (codegen/vectorize.py; int32: a float32 comparison's mask)
 DTYPE_SIZE = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
 VECTOR_NAMES = {"int64": "int64"}  # a vector type's name where the C type's has a space: int64x16, not long longx16
 LIBM = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SQRT: "sqrt", Ops.SIN: "sin"}
+
+# The conversions of the half types (their bits in an unsigned short), integer arithmetic on the bits
+# as stage1's csrc/half.h (which says why not gcc's _Float16): rounding to nearest even, NaN kept quiet.
+HALF = r"""#ifndef SITP_HALF
+#define SITP_HALF
+static inline float sitp_bits_f32(unsigned int u) { float f; __builtin_memcpy(&f, &u, 4); return f; }
+static inline unsigned int sitp_f32_bits(float f) { unsigned int u; __builtin_memcpy(&u, &f, 4); return u; }
+static inline unsigned int sitp_shift_rne(unsigned int x, int shift) {
+  unsigned int kept = x >> shift, rest = x & ((1u << shift) - 1), half = 1u << (shift - 1);
+  return kept + ((rest > half) | ((rest == half) & kept & 1u)); }
+static inline float sitp_from_f16(unsigned short h) {
+  unsigned int sign = (unsigned int)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  if (e == 0x1f) return sitp_bits_f32(sign | 0x7f800000u | (m << 13));
+  if (e != 0) return sitp_bits_f32(sign | ((e + 112) << 23) | (m << 13));
+  float v = (float)m * 0x1p-24f; return sign ? -v : v; }
+static inline unsigned short sitp_to_f16(float f) {
+  unsigned int u = sitp_f32_bits(f), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return (unsigned short)(sign | 0x7e00u);
+  if (a >= 0x477ff000u) return (unsigned short)(sign | 0x7c00u);
+  if (a >= 0x38800000u) return (unsigned short)(sign | sitp_shift_rne(a - (112u << 23), 13));
+  if (a < 0x33000000u) return (unsigned short)sign;
+  return (unsigned short)(sign | sitp_shift_rne((a & 0x7fffffu) | 0x800000u, (int)(126 - (a >> 23)))); }
+static inline float sitp_from_bf16(unsigned short b) { return sitp_bits_f32((unsigned int)b << 16); }
+static inline unsigned short sitp_to_bf16(float f) {
+  unsigned int u = sitp_f32_bits(f);
+  return (u & 0x7fffffffu) > 0x7f800000u ? 0x7fc0 : (unsigned short)sitp_shift_rne(u, 16); }
+#endif"""
 
 
 # 2**x for float32, within 1 ulp of 2**x rounded once from float64 for every one of the 2**32
@@ -172,7 +207,12 @@ class CRenderer(Renderer):
         of bools is a float32 comparison's mask: ints, -1 where true and 0 where false."""
         if lanes > 1 and dtype is dtypes.bool:
             return f"intx{lanes}"
+        dtype = compute_of(dtype)
         return CTYPES[dtype.name] if lanes == 1 else f"{vector_name(dtype.name)}x{lanes}"
+
+    def storage(self, dtype: DType) -> str:
+        """The C type of a buffer's element."""
+        return HALF_STORAGE if dtype.is_half else CTYPES[dtype.name]
 
     def vector_types(self, kernel: Kernel) -> list[str]:
         """The typedefs of the vector types a kernel uses: gcc's vector extension, whose +, * and - act
@@ -187,12 +227,15 @@ class CRenderer(Renderer):
         return f"({text})" if text.startswith("-") else text  # `-` then a negative literal is `--`
 
     def _literal(self, value, dtype: DType) -> str:
+        if dtype.is_half:  # the value the half type holds, as the float the kernel computes with
+            value, dtype = rounded(float(value), dtype), dtypes.float32
         if dtype is dtypes.bool:
             return "1" if value else "0"
         if dtype.is_int:
             if int(value) == -(2**63):  # C has no literal for it: 9223372036854775808 is out of range
                 return "(-9223372036854775807LL-1)"
-            return f"{int(value)}LL" if dtype is dtypes.int64 else str(int(value))
+            suffix = {dtypes.int64: "LL", dtypes.uint64: "ULL", dtypes.uint32: "U"}.get(dtype, "")
+            return f"{int(value)}{suffix}"
         value = float(value)
         if math.isnan(value):  # what <math.h>'s NAN, INFINITY and HUGE_VAL expand to (see `prologue`)
             return '__builtin_nanf("")' if dtype is dtypes.float32 else '__builtin_nan("")'
@@ -206,6 +249,7 @@ class CRenderer(Renderer):
 
     def libm(self, op: Ops, dtype: DType) -> str:
         """The function a LIBM op calls: C's (sqrtf, sin, ...) or, for float32 EXP2 and LOG2, our own."""
+        dtype = compute_of(dtype)
         if op is Ops.EXP2 and dtype is dtypes.float32 and self.exp2f:
             return self.exp2f
         if op is Ops.LOG2 and dtype is dtypes.float32 and self.log2f:
@@ -214,6 +258,7 @@ class CRenderer(Renderer):
 
     def pow2(self, x: str, dtype: DType) -> str:
         """2**x for an integer x: POW2 above."""
+        dtype = compute_of(dtype)
         return f"sitp_pow2{'f' if dtype is dtypes.float32 else ''}({x})"
 
     def alu(self, op: Ops, dtype: DType, args: list[str], src_dtype: DType) -> str:
@@ -275,7 +320,7 @@ class CRenderer(Renderer):
 
     def params(self, kernel: Kernel) -> list[str]:
         """The buffers (outputs first), then the user's Variables by name (a symbolic size's value)."""
-        return [*(f"{'const ' if i >= kernel.outputs else ''}{self.ctype(b.dtype)}* restrict data{i}"
+        return [*(f"{'const ' if i >= kernel.outputs else ''}{self.storage(b.dtype)}* restrict data{i}"
                   for i, b in enumerate(kernel.buffers)), *(f"const long long {v.name}" for v in kernel.variables)]
 
     def signature(self, kernel: Kernel) -> str:
@@ -335,7 +380,9 @@ class CRenderer(Renderer):
                  for u in kernel.uops if u.op is UOps.ALU and u.arg in LIBM}
         protos = [f"{t} {name}({t});" for name, t in sorted(calls.items()) if name not in (self.exp2f, self.log2f)]
         pow2 = any(u.op is UOps.ALU and u.arg is Ops.POW2 for u in kernel.uops)
-        return [*protos, *([EXP2F] if self.exp2f in calls else []), *([LOG2F] if self.log2f in calls else []),
+        half = any(u.dtype is not None and u.dtype.is_half for u in kernel.uops)
+        return [*protos, *([HALF] if half else []),
+                *([EXP2F] if self.exp2f in calls else []), *([LOG2F] if self.log2f in calls else []),
                 *([POW2] if pow2 else []),
                 *self.vector_types(kernel), *(["#pragma GCC push_options", *pragmas] if pragmas else [])]
 
@@ -434,6 +481,8 @@ class CRenderer(Renderer):
                 src.add(f"{self.ctype(u.dtype, u.lanes)} {u.name}; {load}")
             return
         value = f"{src.names[id(u.srcs[0])]}[{self.load_index(u)}]"
+        if u.dtype.is_half:
+            value = f"{WIDEN[u.dtype.name]}({value})"
         if len(u.srcs) > 1:  # gated: read only where the gate holds (a masked load, where the loop vectorizes)
             zero = self.const(False if u.dtype is dtypes.bool else 0, u.dtype)
             value = f"({src.names[id(u.srcs[1])]}?{value}:{zero})"
@@ -448,6 +497,8 @@ class CRenderer(Renderer):
             value = f"({x}?({t})1:({t})0)"
         else:
             value = f"({t})({x})"
+        if u.dtype.is_half:  # rounded now, as a store would round it
+            value = f"{WIDEN[u.dtype.name]}({NARROW[u.dtype.name]}({value}))"
         src.add(f"{t} {u.name} = {value};")
 
     def render_alu(self, src: Source, u: UOp) -> None:
@@ -475,7 +526,10 @@ class CRenderer(Renderer):
             value = src.names[id(u.srcs[1])]
             src.add(f"__builtin_memcpy({src.names[id(u.srcs[0])]} + {render(u.arg)}, &{value}, sizeof({value}));")
             return
-        src.add(f"{src.names[id(u.srcs[0])]}[{render(u.arg)}] = {src.names[id(u.srcs[1])]};")
+        value = src.names[id(u.srcs[1])]
+        if u.srcs[1].dtype.is_half:
+            value = f"{NARROW[u.srcs[1].dtype.name]}({value})"
+        src.add(f"{src.names[id(u.srcs[0])]}[{render(u.arg)}] = {value};")
 
     def render_vec(self, src: Source, u: UOp) -> None:
         src.names[id(u)] = u.name

@@ -115,6 +115,10 @@ class CUDARenderer(CRenderer):
     def render(self, kernel: Kernel) -> str:
         """The kernel's CUDA C; the renderer's own passes that change it (GROUP, LOCAL) join the kernel's
         record of the passes that changed it (Kernel.passes, which DEBUG=2 prints)."""
+        half = next((u.dtype for u in kernel.uops if u.dtype is not None and u.dtype.is_half), None)
+        if half is not None:
+            raise TypeError(f"{kernel.name}: the cuda device does not compute {half.name} yet (the CPU does); "
+                            "cast to float32 first")
         applied = {Pass.GROUP.value: group_shape(kernel) is not None, Pass.LOCAL.value: local_tiles(kernel) is not None}
         kernel.passes = tuple(p.value for p in TABLE if p.value in kernel.passes or applied.get(p.value, False))
         return super().render(kernel)

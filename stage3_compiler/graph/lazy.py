@@ -17,7 +17,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from ..dtype import DType, dtypes
+from ..dtype import DType, dtypes, python_type
 from ..ops import IR_ELEMENTWISE, IR_REDUCE, Ops
 from ..settings import callsite
 from .shapetracker import ShapeTracker
@@ -92,8 +92,7 @@ class LazyBuffer:
     @staticmethod
     def const(value, dtype: DType, device: str, shape: tuple[int, ...] = ()) -> LazyBuffer:
         """One number, viewed as any shape: a 0-d CONST base reshaped and expanded (no memory per element)."""
-        py = bool if dtype is dtypes.bool else int if dtype.is_int else float
-        base = LazyBuffer(device, ShapeTracker.from_shape(()), dtype, Ops.CONST, py(value))
+        base = LazyBuffer(device, ShapeTracker.from_shape(()), dtype, Ops.CONST, python_type(dtype)(value))
         return base.reshape((1,) * len(shape)).expand(shape) if shape else base
 
     # ---- compute ----

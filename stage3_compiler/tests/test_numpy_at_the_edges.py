@@ -15,7 +15,8 @@ EDGES = {"tensor.py", "buffer.py", "dtype.py", "movement.py", "cuda/buffer.py", 
 
 # Converting data in and out, and naming types. Nothing here does arithmetic on values.
 ALLOWED = {"asarray", "ascontiguousarray", "array", "frombuffer", "empty", "zeros", "dtype", "ndarray", "generic",
-           "integer", "bool_", "uint8", "uint64", "int32", "int64", "float32", "float64"}
+           "integer", "bool_", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16",
+           "float32", "float64"}
 
 
 def numpy_uses(path: Path) -> set[str]:
