@@ -159,9 +159,28 @@ def float_of(dt: DType) -> DType:
     return dt if dt.is_float else dtypes.default_float
 
 
+# The types stage1's and stage2's C kernels compute in (stage3's renderer writes every type's C).
+KERNEL_TYPES = (dtypes.bool, dtypes.int32, dtypes.int64, dtypes.uint64, dtypes.float32, dtypes.float64)
+
+
 def compute_of(dt: DType) -> DType:
-    """The dtype an op computes in: float32 for the half types, the type itself otherwise."""
-    return dtypes.float32 if dt.is_half else dt
+    """The dtype a C kernel computes dt in: float32 for the half types, int64 for the narrow ints (whose
+    low bits wrap alike there), the type itself otherwise."""
+    if dt in KERNEL_TYPES:
+        return dt
+    return dtypes.float32 if dt.is_half else dtypes.int64
+
+
+def cast_hub(src: DType, dst: DType) -> DType | None:
+    """None where the C cast kernel has a loop from src to dst; else the type a cast goes through
+    (float32 beside a half type, int64 otherwise), which has loops both ways (csrc/elementwise.c)."""
+    core = (dtypes.bool, dtypes.int32, dtypes.int64, dtypes.float32, dtypes.float64)
+    pair = {src, dst}
+    if src in core and dst in core or dtypes.float32 in pair and pair <= {dtypes.float32, *dtypes.floats[:2]} \
+            or dtypes.int64 in pair and all(t.is_int for t in pair) \
+            or dtypes.uint64 in pair and pair & {dtypes.float32, dtypes.float64}:
+        return None
+    return dtypes.float32 if src.is_half or dst.is_half else dtypes.int64
 
 
 def python_type(dt: DType) -> type:

@@ -12,7 +12,7 @@ from typing import Self
 
 from .ckernels import ffi, int64s
 from .device import check, check_same
-from .dtype import dtypes, float_of, promote, scalar_dtype
+from .dtype import compute_of, dtypes, float_of, promote, scalar_dtype
 from .errors import ArgumentError
 from .hooks import TensorCore
 from .ops import COMPARE, FLOAT_ONLY, Ops
@@ -30,8 +30,8 @@ class ElementwiseMixin(TensorCore):
             raise TypeError(f"{name}: not supported for bool tensors of shape {self.shape}")
         if x.dtype.is_float and op is Ops.NOT:
             raise TypeError(f"{name}: expected a bool or int tensor, got {x.dtype.name}")
-        if x.dtype.is_half:  # computed in float32, rounded once on store
-            return x.cast(dtypes.float32)._unary(op, name).cast(x.dtype)
+        if compute_of(x.dtype) is not x.dtype:  # half types in float32, narrow ints in int64; stored once
+            return x.cast(compute_of(x.dtype))._unary(op, name).cast(x.dtype)
         out = x._alloc(x.shape, x.dtype)
         shape, (sa,) = merge_dims(x.shape, x._strides)
         check(x._buf.kernels.unary(op, x.dtype.code, out._ptr(), x._ptr(), len(shape), int64s(shape), int64s(sa)),
@@ -57,8 +57,8 @@ class ElementwiseMixin(TensorCore):
 
     def _binary(self, op: Ops, name: str, other: Operand, reflected: bool = False) -> Self:
         a, b = self._operands(name, other, reflected)
-        if a.dtype.is_half:  # computed in float32, rounded once on store
-            out = a.cast(dtypes.float32)._binary(op, name, b.cast(dtypes.float32))
+        if compute_of(a.dtype) is not a.dtype:  # half types in float32, narrow ints in int64; stored once
+            out = a.cast(compute_of(a.dtype))._binary(op, name, b.cast(compute_of(a.dtype)))
             return out if op in COMPARE else out.cast(a.dtype)
         out = a._alloc(a.shape, dtypes.bool if op in COMPARE else a.dtype)
         shape, (sa, sb) = merge_dims(a.shape, a._strides, b._strides)

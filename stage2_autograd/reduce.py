@@ -43,8 +43,8 @@ class ReduceMixin(TensorCore):
         if op in (Ops.REDUCE_MAX, Ops.REDUCE_MIN) and any(self.shape[a] == 0 for a in axes):
             raise ArgumentError(f"{name}: cannot reduce an empty dim (shape {self.shape}, axis {axis}); "
                                 "the op has no identity")
-        if self.dtype.is_half:  # accumulated in float32, rounded once on store
-            return self.cast(dtypes.float32)._reduce(op, name, axis, keepdim).cast(self.dtype)
+        if compute_of(self.dtype) is not self.dtype:  # half types in float32, narrow ints in int64
+            return self.cast(compute_of(self.dtype))._reduce(op, name, axis, keepdim).cast(self.dtype)
         x = self
         for start, end in reversed(_runs(axes)):
             x, (O, R, I), (so, sr, si) = _as_ori(x, start, end)

@@ -21,7 +21,7 @@ from .ckernels import ffi, int64s
 from .convolution import ConvolutionMixin
 from .device import buffer_class, canonical, check
 from .division import DivisionMixin
-from .dtype import DType, dtypes, python_type, to_dtype
+from .dtype import DType, cast_hub, dtypes, python_type, to_dtype
 from .elementwise import ElementwiseMixin
 from .errors import ArgumentError
 from .functional import FunctionalMixin
@@ -377,6 +377,9 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
         dtype = to_dtype(dtype, "cast")
         if dtype is self.dtype:
             return self
+        hub = cast_hub(self.dtype, dtype)
+        if hub is not None:  # a pair without a loop of its own goes through one that has both
+            return self.cast(hub).cast(dtype)
         out = self._alloc(self.shape, dtype)
         shape, (sa,) = merge_dims(self.shape, self._strides)
         check(self._buf.kernels.cast(dtype.code, self.dtype.code, out._ptr(), self._ptr(), len(shape),

@@ -71,13 +71,8 @@ int reduce(int op, int dtype, void *out, const void *a,
   switch (dtype) {
     case DT_FLOAT32: REDUCE_FLOAT(float, -INFINITY, INFINITY)
     case DT_FLOAT64: REDUCE_FLOAT(double, -INFINITY, INFINITY)
-    case DT_INT8: REDUCE_INT(int8_t, uint8_t, INT8_MIN, INT8_MAX)
-    case DT_INT16: REDUCE_INT(int16_t, uint16_t, INT16_MIN, INT16_MAX)
     case DT_INT32: REDUCE_INT(int32_t, uint32_t, INT32_MIN, INT32_MAX)
     case DT_INT64: REDUCE_INT(int64_t, uint64_t, INT64_MIN, INT64_MAX)
-    case DT_UINT8: REDUCE_INT(uint8_t, uint8_t, 0, UINT8_MAX)
-    case DT_UINT16: REDUCE_INT(uint16_t, uint16_t, 0, UINT16_MAX)
-    case DT_UINT32: REDUCE_INT(uint32_t, uint32_t, 0, UINT32_MAX)
     case DT_UINT64: REDUCE_INT(uint64_t, uint64_t, 0, UINT64_MAX)
     case DT_BOOL:
       if (op == OP_REDUCE_MAX) REDUCE_LOOP(uint8_t, 0, x | acc);
@@ -113,13 +108,8 @@ int arg_reduce(int op, int dtype, i64 *out, const void *a,
                i64 O, i64 R, i64 I, i64 so, i64 sr, i64 si) {
   switch (dtype) {
     case DT_BOOL: ARG_DTYPE(uint8_t)
-    case DT_INT8: ARG_DTYPE(int8_t)
-    case DT_INT16: ARG_DTYPE(int16_t)
     case DT_INT32: ARG_DTYPE(int32_t)
     case DT_INT64: ARG_DTYPE(int64_t)
-    case DT_UINT8: ARG_DTYPE(uint8_t)
-    case DT_UINT16: ARG_DTYPE(uint16_t)
-    case DT_UINT32: ARG_DTYPE(uint32_t)
     case DT_UINT64: ARG_DTYPE(uint64_t)
     case DT_FLOAT32: ARG_DTYPE(float)
     case DT_FLOAT64: ARG_DTYPE(double)
