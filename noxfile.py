@@ -58,7 +58,7 @@ def stage1(session: nox.Session) -> None:
     """Install stage1, run its own tests and the conformance suite against it."""
     install(session, "test")
     session.run("pytest", "-q", *WORKERS, "stage1_ndarray/tests", "conformance", "--stage", "stage1_ndarray",
-                *session.posargs)
+                "-k", "not dtype_extra", *session.posargs)  # (the new dtypes' sample: conformance/cases.py)
     optimized(session, "stage1_ndarray")
     for isa in lower_isas():  # the GEMM ladder's AVX2 and plain-C paths, and the gcc-vectorized kernels
         session.run("pytest", "-q", "stage1_ndarray/tests/test_gemm_variants.py", "conformance/test_forward.py",
@@ -72,7 +72,7 @@ def stage2(session: nox.Session) -> None:
     (common/cuda_emulation.py); `nox -s cuda` runs the cuda half on a real GPU."""
     install(session, "test", "torch")
     session.run("pytest", "-q", *WORKERS, "stage2_autograd/tests", "conformance", "--stage", "stage2_autograd",
-                *session.posargs, env={"SITP_CUDA_BACKEND": "emulate"})
+                "-k", "not dtype_extra", *session.posargs, env={"SITP_CUDA_BACKEND": "emulate"})
     optimized(session, "stage2_autograd")
 
 
@@ -129,7 +129,7 @@ def stage3(session: nox.Session) -> None:
                  ["conformance/test_grad.py", "conformance/test_models.py", "conformance/test_views_hypothesis.py",
                   "conformance/test_layers.py", "conformance/test_optimizers.py", "conformance/test_programs.py"]):
         session.run("pytest", "-q", *WORKERS, *part, "--stage", "stage3_compiler", "--device", "CPU",
-                    "-k", "not half_extra", *session.posargs, env=emulate)  # (the half types' sample: cases.py)
+                    "-k", "not dtype_extra", *session.posargs, env=emulate)
     session.run("pytest", "-q", *WORKERS, "conformance", "--stage", "stage3_compiler", "--device", "CUDA",
                 "-k", STAGE3_CUDA_SUBSET, *session.posargs, env=emulate)
     session.run("pytest", "-q", *WORKERS, "conformance/test_models.py", "conformance/test_grad.py", "--stage",
@@ -251,7 +251,7 @@ def asan(session: nox.Session) -> None:
     install(session, "test")
     session.run("python", "-c", "import stage1_ndarray", env=env)
     session.run("pytest", "-q", *WORKERS, "-p", "no:cacheprovider", "conformance", "stage1_ndarray/tests",
-                "--stage", "stage1_ndarray", *session.posargs, env=env)
+                "--stage", "stage1_ndarray", "-k", "not dtype_extra", *session.posargs, env=env)
     # stage3's generated kernels, built with -fsanitize=address (runtime.sanitize_flags keys their cache).
     # The views suite is the one that reads through padded and flipped views: it caught an
     # out-of-bounds load of padded views in 10 s. ~2.5 min with a cold cache on 2 cores. The assign

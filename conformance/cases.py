@@ -328,15 +328,16 @@ def repeats_a_view(c: Case, dtype: str) -> bool:
     return dtype != VIEWS_DTYPE and any(a.layout != "C" for a in c.args)
 
 
-# stage3's default session runs a sample of the half types' cases (each new case there compiles new
-# kernels): every op's first two in bfloat16 and its first in float16, whose only difference in a kernel is
-# the conversion to and from float32. The rest carry the `half_extra` mark; `nox -s conformance` runs all.
-HALF_SAMPLE = {"bfloat16": 2, "float16": 1}
+# The default `nox` runs a sample of the new dtypes' cases (the whole of them would add minutes to every
+# stage's session): every op's first two cases in bfloat16, its first in float16 (whose only difference in
+# a kernel is the conversion to and from float32) and in each small int. The rest carry the `dtype_extra`
+# mark; `nox -s conformance` runs them all.
+DTYPE_SAMPLE = {"bfloat16": 2, "float16": 1} | {name: 1 for name in SMALL_INTS}
 
 
-def half_marks(index: int, dtype: str) -> list:
-    """The marks of an op's index-th case in a half type (HALF_SAMPLE)."""
-    return [] if index < HALF_SAMPLE.get(dtype, 0) else [pytest.mark.half_extra]
+def sample_marks(index: int, dtype: str) -> list:
+    """The marks of an op's index-th case in one of the new dtypes (DTYPE_SAMPLE)."""
+    return [] if index < DTYPE_SAMPLE.get(dtype, 0) else [pytest.mark.dtype_extra]
 
 
 def view_marks(c: Case, dtype: str) -> list:

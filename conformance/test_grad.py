@@ -44,7 +44,7 @@ from conformance.cases import (
     Index,
     case,
     cpu_only,
-    half_marks,
+    sample_marks,
     view_marks,
 )
 from conformance.catalogue import CATALOGUE, ELEMENTWISE, NO_GRADIENT, grad_ref, torch_ref
@@ -101,7 +101,7 @@ def _half_grad_cases() -> list:
         for half in HALVES:
             if not (half == "bfloat16" and op.name in TIES):
                 index = seen[op.name, half] = seen.get((op.name, half), -1) + 1
-                out.append(pytest.param(op, half, c, id=f"{op.name}-{half}-{c.id}", marks=half_marks(index, half)))
+                out.append(pytest.param(op, half, c, id=f"{op.name}-{half}-{c.id}", marks=sample_marks(index, half)))
     return out
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.cases import HALVES, cpu_only, half_marks
+from conformance.cases import HALVES, cpu_only, sample_marks
 from conformance.catalogue import CATALOGUE
 from conformance.checks import run_case
 
@@ -26,7 +26,7 @@ def _runs_in(case, dtype: str, op) -> bool:
     return all(a.layout == "C" for a in case.args) and (op.kind != "random" or "dtype" in case.params)
 
 
-CASES = [pytest.param(op, dtype, case, id=f"{op.name}-{dtype}-{case.id}", marks=half_marks(i, dtype))
+CASES = [pytest.param(op, dtype, case, id=f"{op.name}-{dtype}-{case.id}", marks=sample_marks(i, dtype))
          for op in CATALOGUE if "float32" in op.dtypes and op.name not in NO_HALF for dtype in HALVES
          for i, case in enumerate(c for c in op.cases(dtype) if _runs_in(c, dtype, op))]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.cases import SMALL_INTS, cpu_only
+from conformance.cases import SMALL_INTS, cpu_only, sample_marks
 from conformance.catalogue import CATALOGUE
 from conformance.checks import run_case
 
@@ -32,10 +32,10 @@ def _runs(case, dtype: str) -> bool:
     return all(a.layout == "C" for a in case.args) and not (negative and dtype.startswith("uint"))
 
 
-CASES = [pytest.param(op, dtype, case, id=f"{op.name}-{dtype}-{case.id}")
+CASES = [pytest.param(op, dtype, case, id=f"{op.name}-{dtype}-{case.id}", marks=sample_marks(i, dtype))
          for op in CATALOGUE if op.name in OPS
          for dtype in SMALL_INTS if op.name not in NOT_FOR.get(dtype, ())
-         for case in op.cases(dtype) if _runs(case, dtype)]
+         for i, case in enumerate(c for c in op.cases(dtype) if _runs(c, dtype))]
 
 
 def test_every_named_op_is_in_the_catalogue():
