@@ -16,7 +16,7 @@ from typing import Any
 
 from ..codegen.renderer import Renderer
 from ..codegen.uops import Kernel, Loop, LoopKind, UOp, UOps
-from ..dtype import DType, compute_of, dtypes, rounded
+from ..dtype import DType, dtypes, rounded
 from ..graph.symbolic import Node, descends, render
 from ..ops import Ops
 from ..passes import Pass
@@ -165,6 +165,11 @@ class Source:
         self.lines.append("  " * self.depth + text)
 
 
+def value_type(dtype: DType) -> DType:
+    """The type a kernel holds a value of dtype in: a half type's is float32 (every C type is its own)."""
+    return dtypes.float32 if dtype.is_half else dtype
+
+
 def clamped(index: str, bound: int) -> str:
     """An index as C, held inside [0, bound] (the C compiler computes it once)."""
     return f"(({index})<0?0:({index})>{bound}?{bound}:({index}))"
@@ -207,7 +212,7 @@ class CRenderer(Renderer):
         of bools is a float32 comparison's mask: ints, -1 where true and 0 where false."""
         if lanes > 1 and dtype is dtypes.bool:
             return f"intx{lanes}"
-        dtype = compute_of(dtype)
+        dtype = value_type(dtype)
         return CTYPES[dtype.name] if lanes == 1 else f"{vector_name(dtype.name)}x{lanes}"
 
     def storage(self, dtype: DType) -> str:
@@ -249,7 +254,7 @@ class CRenderer(Renderer):
 
     def libm(self, op: Ops, dtype: DType) -> str:
         """The function a LIBM op calls: C's (sqrtf, sin, ...) or, for float32 EXP2 and LOG2, our own."""
-        dtype = compute_of(dtype)
+        dtype = value_type(dtype)
         if op is Ops.EXP2 and dtype is dtypes.float32 and self.exp2f:
             return self.exp2f
         if op is Ops.LOG2 and dtype is dtypes.float32 and self.log2f:
@@ -258,7 +263,7 @@ class CRenderer(Renderer):
 
     def pow2(self, x: str, dtype: DType) -> str:
         """2**x for an integer x: POW2 above."""
-        dtype = compute_of(dtype)
+        dtype = value_type(dtype)
         return f"sitp_pow2{'f' if dtype is dtypes.float32 else ''}({x})"
 
     def alu(self, op: Ops, dtype: DType, args: list[str], src_dtype: DType) -> str:
