@@ -3,7 +3,7 @@ float16 and bfloat16, against numpy's float64 answer on the same (half-rounded) 
 op's half tolerance (catalogue.Tol: counted in the type's unit roundoff).
 
 View cases are left out: a view changes which elements a kernel reads, not how it computes them,
-and test_forward runs every view in float32. Gradients in the half types: test_grad.py's HALF_GRADS.
+and test_forward runs every view in float32. Gradients in the half types: test_grad.py's HALF_GRAD_CASES.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from typing import Self
 
 from .autograd import record
 from .device import check, check_same
-from .dtype import dtypes, float_of, promote
+from .dtype import compute_of, dtypes, float_of, promote
 from .errors import ArgumentError
 from .gemm import batched_matmul
 from .hooks import TensorCore
@@ -29,9 +29,8 @@ class FunctionalMixin(TensorCore):
         dtype = promote(a.dtype, b.dtype)
         if dtype is dtypes.bool:
             raise TypeError(f"matmul: bool operands are not supported (shapes {a.shape} and {b.shape})")
-        if dtype.is_half or dtype.is_int and dtype not in (dtypes.int32, dtypes.int64):
-            # half types multiply in float32; the other ints in int64, whose low bits wrap alike
-            wide = dtypes.float32 if dtype.is_half else dtypes.int64
+        wide = dtypes.int64 if dtype is dtypes.uint64 else compute_of(dtype)  # (the GEMMs take no uint64)
+        if wide is not dtype:  # half types multiply in float32, the other ints in int64 (low bits wrap alike)
             return a.cast(dtype).cast(wide).matmul(b.cast(dtype).cast(wide)).cast(dtype)
         a2 = a.unsqueeze(0) if a.ndim == 1 else a
         b2 = b.unsqueeze(-1) if b.ndim == 1 else b
