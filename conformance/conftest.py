@@ -49,7 +49,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "needs(*ops): capability-table ops a test needs besides its `op`")
     config.addinivalue_line("markers", "dtype_view: a view case in a dtype other than float32 (--every-dtype-view)")
     config.addinivalue_line("markers", "layout_case: a case that reads a view (a layout other than contiguous)")
-    config.addinivalue_line("markers", "dtype_extra: a new dtype's case beyond the default sample (DTYPE_SAMPLE)")
+    config.addinivalue_line("markers", "dtype_extra: a new dtype's case beyond the default sample (cases.sample_marks)")
     try:
         stages = select(config.getoption("stage"))
     except ModuleNotFoundError as e:

@@ -93,16 +93,16 @@ TIES = {"max_pool2d", "cummax"}
 
 
 def _half_grad_cases() -> list:
-    out, seen = [], {}
+    by_op = {}  # (op name, half type) -> [(op, case)], in the catalogue's order
     for p in GRAD_CASES:
         op, dtype, c = p.values
         if dtype != "float32" or any(a.layout != "C" for a in c.args):
             continue
         for half in HALVES:
             if not (half == "bfloat16" and op.name in TIES):
-                index = seen[op.name, half] = seen.get((op.name, half), -1) + 1
-                out.append(pytest.param(op, half, c, id=f"{op.name}-{half}-{c.id}", marks=sample_marks(index, half)))
-    return out
+                by_op.setdefault((op.name, half), []).append((op, c))
+    return [pytest.param(op, half, c, id=f"{op.name}-{half}-{c.id}", marks=sample_marks(i, len(runs), half))
+            for (_, half), runs in by_op.items() for i, (op, c) in enumerate(runs)]
 
 
 HALF_GRAD_CASES = _half_grad_cases()

@@ -32,10 +32,20 @@ def _runs(case, dtype: str) -> bool:
     return all(a.layout == "C" for a in case.args) and not (negative and dtype.startswith("uint"))
 
 
-CASES = [pytest.param(op, dtype, case, id=f"{op.name}-{dtype}-{case.id}", marks=sample_marks(i, dtype))
-         for op in CATALOGUE if op.name in OPS
-         for dtype in SMALL_INTS if op.name not in NOT_FOR.get(dtype, ())
-         for i, case in enumerate(c for c in op.cases(dtype) if _runs(c, dtype))]
+def _cases() -> list:
+    """Every case in every small int it runs in; the default sample turns through those dtypes op by op."""
+    out = []
+    for position, op in enumerate(op for op in CATALOGUE if op.name in OPS):
+        dtypes = [dtype for dtype in SMALL_INTS if op.name not in NOT_FOR.get(dtype, ())]
+        turn = dtypes[position % len(dtypes)]
+        for dtype in dtypes:
+            runs = [c for c in op.cases(dtype) if _runs(c, dtype)]
+            out += [pytest.param(op, dtype, case, id=f"{op.name}-{dtype}-{case.id}",
+                                 marks=sample_marks(i, len(runs), dtype, turn)) for i, case in enumerate(runs)]
+    return out
+
+
+CASES = _cases()
 
 
 def test_every_named_op_is_in_the_catalogue():
