@@ -111,7 +111,8 @@ def lr_at(spec: Spec, step: int) -> float:
     return min_lr + 0.5 * (1 + math.cos(math.pi * ratio)) * (spec.lr - min_lr)
 
 
-def stage_trajectory(spec: Spec, stage_module: Any, model: Any, data: list) -> list[float]:
+def stage_trajectory(spec: Spec, stage_module: Any, model: Any, data: list, half: str | None = None) -> list[float]:
+    """The losses of STEPS steps; `half` names autocast's type (mixed precision), None trains in float32."""
     T = stage_module.Tensor
     opt = build_optimizer(stage_module, model, spec.optimizer, spec.lr, spec.weight_decay,
                           betas=(0.9, 0.99) if spec.name == "nanogpt" else (0.9, 0.999), momentum=0.9)
@@ -121,7 +122,8 @@ def stage_trajectory(spec: Spec, stage_module: Any, model: Any, data: list) -> l
     losses = []
     for step, (x, y) in enumerate(data):
         opt.lr = lr_at(spec, step)
-        loss = model.loss(T(x), T(y))
+        with T.autocast(half or "bfloat16", enabled=half is not None):
+            loss = model.loss(T(x), T(y))
         loss.backward()
         if spec.schedule:
             stage_module.optim.clip_grad_norm_(opt.params, 1.0)
@@ -131,7 +133,7 @@ def stage_trajectory(spec: Spec, stage_module: Any, model: Any, data: list) -> l
     return losses
 
 
-def torch_trajectory(spec: Spec, model: Any, data: list) -> list[float]:
+def torch_trajectory(spec: Spec, model: Any, data: list, half: str | None = None) -> list[float]:
     import torch
 
     if spec.name == "nanogpt":
@@ -150,7 +152,8 @@ def torch_trajectory(spec: Spec, model: Any, data: list) -> list[float]:
     for step, (x, y) in enumerate(data):
         for group in opt.param_groups:
             group["lr"] = lr_at(spec, step)
-        loss = model.loss(torch.from_numpy(x), torch.from_numpy(y))
+        with torch.autocast("cpu", dtype=getattr(torch, half or "bfloat16"), enabled=half is not None):
+            loss = model.loss(torch.from_numpy(x), torch.from_numpy(y))
         loss.backward()
         if spec.schedule:
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -160,19 +163,19 @@ def torch_trajectory(spec: Spec, model: Any, data: list) -> list[float]:
     return losses
 
 
-def run_both(spec: Spec, stage_module: Any, seed: int = 0) -> tuple[list[float], list[float]]:
+def run_both(spec: Spec, stage_module: Any, seed: int = 0, half: str | None = None) -> tuple[list[float], list[float]]:
     stage_module.Tensor.manual_seed(seed)
     model, make_ref = build(spec, stage_module)
     data = batches(spec, seed)
     initial = {k: t.numpy() for k, t in stage_module.nn.state.get_state_dict(model).items()}
-    ours = stage_trajectory(spec, stage_module, model, data)  # a stage without autograd fails here
+    ours = stage_trajectory(spec, stage_module, model, data, half)  # a stage without autograd fails here
     torch = pytest.importorskip("torch")
     from conformance.models import load_numpy_state
 
     torch.manual_seed(0)
     ref = make_ref()
     load_numpy_state(ref, initial)
-    return ours, torch_trajectory(spec, ref, data)
+    return ours, torch_trajectory(spec, ref, data, half)
 
 
 @pytest.mark.needs("train")

@@ -23,6 +23,7 @@ import itertools
 import math
 from typing import Self
 
+from .autocast import lowered
 from .dtype import dtypes, rounds_once
 from .errors import ArgumentError
 from .hooks import TensorCore
@@ -98,7 +99,8 @@ class ConvolutionMixin(TensorCore):
         # (N, C, *O, taps) -> (N, groups, Cin/g * taps, prod(O))
         cols = cols.permute(0, 1, n + 2, *range(2, n + 2)).reshape(N, groups, cin_g * taps, math.prod(out_shape))
         w = weight.reshape(1, groups, cout // groups, cin_g * taps)
-        out = (w @ cols).reshape((N, cout) + out_shape)
+        out = (w @ cols).reshape((N, cout) + out_shape)  # (autocast: in its half type, and so the bias)
+        (bias,) = lowered(bias)
         return out if bias is None else out + bias.reshape((1, cout) + (1,) * n)
 
     @rounds_once

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from typing import Self
 
+from .autocast import lowered, widened
 from .autograd import record
 from .device import check, check_same
 from .dtype import compute_of, dtypes, float_of, promote
@@ -22,7 +23,10 @@ class FunctionalMixin(TensorCore):
     def matmul(self, x, reflected: bool = False) -> Self:
         """numpy's matmul: 1-D operands gain a dim that is dropped again; batch dims broadcast."""
         a, b = (x, self) if reflected else (self, x)
-        a, b = (t if isinstance(t, TensorCore) else self._like(t) for t in (a, b))
+        a, b = lowered(*(t if isinstance(t, TensorCore) else self._like(t) for t in (a, b)))
+        return a._matmul(b)
+
+    def _matmul(a, b) -> Self:  # (a's and b's own types: what autocast chose, or what they had)
         check_same("matmul", a, b)
         if a.ndim == 0 or b.ndim == 0:
             raise ArgumentError(f"matmul: both operands need at least 1 dim, got shapes {a.shape} and {b.shape}")
@@ -31,7 +35,7 @@ class FunctionalMixin(TensorCore):
             raise TypeError(f"matmul: bool operands are not supported (shapes {a.shape} and {b.shape})")
         wide = dtypes.int64 if dtype is dtypes.uint64 else compute_of(dtype)  # (the GEMMs take no uint64)
         if wide is not dtype:  # half types multiply in float32, the other ints in int64 (low bits wrap alike)
-            return a.cast(dtype).cast(wide).matmul(b.cast(dtype).cast(wide)).cast(dtype)
+            return a.cast(dtype).cast(wide)._matmul(b.cast(dtype).cast(wide)).cast(dtype)
         a2 = a.unsqueeze(0) if a.ndim == 1 else a
         b2 = b.unsqueeze(-1) if b.ndim == 1 else b
         (M, K), (K2, N) = a2.shape[-2:], b2.shape[-2:]
@@ -46,7 +50,7 @@ class FunctionalMixin(TensorCore):
         if a2.ndim > 2 and b2.ndim == 2:
             # (..., M, K) @ (K, N) is one (count*M, K) @ (K, N) GEMM: fold the batch into the rows
             # instead of copying b once per batch (a Linear layer on a (B, T, C) input).
-            out = a2.reshape(count * M, K).matmul(b2).reshape(batch + (M, N))
+            out = a2.reshape(count * M, K)._matmul(b2).reshape(batch + (M, N))
             return out.squeeze(-1) if b.ndim == 1 else out
         a3 = a2.cast(dtype)._broadcast_to(batch + (M, K))
         b3 = b2.cast(dtype)._broadcast_to(batch + (K, N))
@@ -71,7 +75,8 @@ class FunctionalMixin(TensorCore):
 
     def linear(self, weight, bias=None) -> Self:
         """x @ weight + bias, weight shaped (in, out) as in tinygrad."""
-        out = self @ weight
+        x, weight, bias = lowered(self, weight, bias)
+        out = x @ weight
         return out if bias is None else out + bias
 
     def solve(self, b) -> Self:
@@ -97,7 +102,8 @@ class FunctionalMixin(TensorCore):
     # ---- normalisation and activation helpers ----
 
     def layernorm(self, axis=-1, eps: float = 1e-5) -> Self:
-        x = self.cast(float_of(self.dtype))
+        x = widened(self)
+        x = x.cast(float_of(x.dtype))
         centered = x - x.mean(axis, keepdim=True)
         return centered * (centered.square().mean(axis, keepdim=True) + eps).rsqrt()
 
@@ -144,6 +150,7 @@ class FunctionalMixin(TensorCore):
                                      is_causal: bool = False, enable_gqa: bool = False) -> Self:
         """softmax(q @ k^T / sqrt(d) + mask) @ v; self is the query (..., H, T, d). With enable_gqa,
         key and value may have fewer heads (dim -3), each shared by a group of query heads."""
+        self, key, value = lowered(self, key, value)  # (autocast: the heads in its half type)
         if enable_gqa and self.ndim >= 3 and key.ndim >= 3 and key.shape[-3] != self.shape[-3]:
             if key.shape[-3] == 0 or self.shape[-3] % key.shape[-3] or value.shape[-3] != key.shape[-3]:
                 raise ArgumentError(f"scaled_dot_product_attention: {self.shape[-3]} query heads cannot share "
@@ -190,7 +197,8 @@ class FunctionalMixin(TensorCore):
             f"got values in [{low}, {top}] {shapes}"))
         # log_softmax's value at the label, x[label] - max - log(sum(exp(x - max))), with x[label]
         # picked from x itself: that sum reads only x, so it shares the max's loop over the classes
-        x = self.cast(float_of(self.dtype))
+        x = widened(self)
+        x = x.cast(float_of(x.dtype))
         m = x.max(-1, keepdim=True)
         log_sum = (x - m).exp().sum(-1, keepdim=True).log()
         picked = ((x * labels._one_hot(C, x.dtype)).sum(-1, keepdim=True) - m - log_sum).squeeze(-1)
@@ -214,14 +222,16 @@ class FunctionalMixin(TensorCore):
 
     def binary_crossentropy(self, Y, reduction: str = "mean") -> Self:
         """self: probabilities in [0, 1]; log is clamped at -100 like torch."""
-        logp = self.log().maximum(-100)
-        log1mp = (1 - self).log().maximum(-100)
+        p = widened(self)
+        logp = p.log().maximum(-100)
+        log1mp = (1 - p).log().maximum(-100)
         return _reduce_loss(-(Y * logp + (1 - Y) * log1mp), reduction, None, "binary_crossentropy")
 
     def binary_crossentropy_logits(self, Y, reduction: str = "mean", pos_weight=None) -> Self:
         """self: logits; computed as max(x, 0) - x*y + log(1 + exp(-|x|)), stable for large |x|.
         pos_weight scales the positive term: (1 - y) x + (1 + (w - 1) y) log(1 + exp(-x)), as torch."""
-        x = self.cast(float_of(self.dtype))
+        x = widened(self)
+        x = x.cast(float_of(x.dtype))
         if pos_weight is None:
             loss = x.maximum(0) - x * Y + (1 + (-x.abs()).exp()).log()
         else:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from typing import Self
 
+from .autocast import widened
 from .autograd import no_grad, record
 from .ckernels import ffi
 from .device import check
@@ -140,14 +141,16 @@ class ReduceMixin(TensorCore):
     # run without recording.
 
     def softmax(self, axis: int = -1) -> Self:
-        x = self.cast(float_of(self.dtype))
+        x = widened(self)  # (autocast: in float32)
+        x = x.cast(float_of(x.dtype))
         with no_grad():
             e = (x - x.max(axis, keepdim=True)).exp()
             out = e / e.sum(axis, keepdim=True)
         return record(out, Ops.SOFTMAX, (x,), axis=axis)
 
     def log_softmax(self, axis: int = -1) -> Self:
-        x = self.cast(float_of(self.dtype))
+        x = widened(self)  # (autocast: in float32)
+        x = x.cast(float_of(x.dtype))
         with no_grad():
             shifted = x - x.max(axis, keepdim=True)
             out = shifted - shifted.exp().sum(axis, keepdim=True).log()

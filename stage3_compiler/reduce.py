@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from typing import Self
 
+from .autocast import widened
 from .autograd import record
 from .dtype import dtypes, float_of, rounds_once
 from .errors import ArgumentError
@@ -110,12 +111,14 @@ class ReduceMixin(TensorCore):
         return keep.where(j, x.full((), 0, x.dtype, x.device)).sum(a + 1)
 
     def softmax(self, axis: int = -1) -> Self:
-        x = self.cast(float_of(self.dtype))
+        x = widened(self)  # (autocast: in float32)
+        x = x.cast(float_of(x.dtype))
         e = (x - x.max(axis, keepdim=True)).exp()
         return e / e.sum(axis, keepdim=True)
 
     def log_softmax(self, axis: int = -1) -> Self:
-        x = self.cast(float_of(self.dtype))
+        x = widened(self)  # (autocast: in float32)
+        x = x.cast(float_of(x.dtype))
         shifted = x - x.max(axis, keepdim=True)
         return shifted - shifted.exp().sum(axis, keepdim=True).log()
 

@@ -18,6 +18,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from . import random, threads
+from .autocast import autocast
 from .autograd import AutogradMixin, check_requires_grad, record
 from .convolution import ConvolutionMixin
 from .device import buffer_class, canonical, runtime_of
@@ -471,6 +472,12 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin,
     @staticmethod
     def get_num_threads() -> int:
         return threads.get_num_threads()
+
+    @staticmethod
+    def autocast(dtype=dtypes.bfloat16, enabled: bool = True):
+        """`with Tensor.autocast(dtypes.bfloat16):` runs matmuls, convolutions and attention in the half
+        type, softmax, norms and losses in float32 (mixed precision: autocast.py)."""
+        return autocast(dtype, enabled)
 
     @staticmethod
     @contextlib.contextmanager

@@ -1,13 +1,15 @@
 """Checkpoints: one safetensors file holding everything a run needs to continue bit-exactly.
 
-Contents: the model weights (``model.<name>``), the optimizer state (``optim.<key>``), the train
-losses so far (``log.train_loss``), and in the string ``__metadata__``: the step, the numpy
-batch RNG's state, the stage RNG's seed and counter (dropout and init draw from it), and what
-is needed to rebuild the model (task, config, tokenizer). Written with the ``safetensors``
-package's numpy API, so reading one needs no ``nn`` (stage1 samples from stage2's checkpoints)
-and never runs code (no pickle). The file is written to a temp file in the same folder and
-renamed over the old one (fsync, then os.replace, which is atomic), so a killed run or a failed
-save leaves the last good checkpoint, never half of one.
+Contents: the model weights (``model.<name>``), the optimizer state (``optim.<key>``), float16
+training's loss scale (``scaler.<key>``, precision.py), the train losses so far
+(``log.train_loss``), and in the string ``__metadata__``: the step, the numpy batch RNG's state,
+the stage RNG's seed and counter (dropout and init draw from it), and what is needed to rebuild
+the model (task, config, tokenizer). Written with the ``safetensors`` package's numpy API, so
+reading one needs no ``nn`` (stage1 samples from stage2's checkpoints) and never runs code (no
+pickle). The weights keep their dtypes (bfloat16 through ``ml_dtypes``, which the package reads
+and writes). The file is written to a temp file in the same folder and renamed over the old one
+(fsync, then os.replace, which is atomic), so a killed run or a failed save leaves the last good
+checkpoint, never half of one.
 
 A file that cannot be used (empty, truncated, not safetensors, not ours, missing a tensor, a
 tensor of the wrong shape) raises :class:`CheckpointError`, whose one-line message names the
@@ -59,6 +61,7 @@ class Checkpoint:
     step: int
     meta: dict[str, Any]  # task, config, tokenizer, rng states, val history
     train_losses: list[float] = field(default_factory=list)
+    scaler: dict[str, np.ndarray] = field(default_factory=dict)  # float16's loss scaler; empty without one
 
 
 def stage_random(stage: ModuleType) -> Any:
@@ -73,12 +76,15 @@ def model_state(stage: ModuleType, model: Any) -> dict[str, Any]:
 
 
 def save_checkpoint(path: str | Path, stage: ModuleType, model: Any, optimizer: Any, step: int,
-                    batch_rng: np.random.Generator, meta: dict[str, Any], train_losses: list[float]) -> Path:
+                    batch_rng: np.random.Generator, meta: dict[str, Any], train_losses: list[float],
+                    scaler: Any = None) -> Path:
     """Write the checkpoint atomically (temp file + os.replace) and return its path."""
     path = Path(path)
     tensors = {f"model.{k}": np.ascontiguousarray(t.numpy()) for k, t in model_state(stage, model).items()}
     if optimizer is not None:
         tensors.update({f"optim.{k}": np.ascontiguousarray(t.numpy()) for k, t in optimizer.state_dict().items()})
+    if scaler is not None:
+        tensors.update({f"scaler.{k}": t.numpy() for k, t in scaler.state_dict().items()})
     tensors["log.train_loss"] = np.asarray(train_losses, dtype=np.float64)
     rs = stage_random(stage)
     header = {
@@ -175,6 +181,7 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
         step=step,
         meta=meta,
         train_losses=arrays.get("log.train_loss", np.zeros(0)).tolist(),
+        scaler=Weights({k[7:]: v for k, v in arrays.items() if k.startswith("scaler.")}, path),
     )
 
 
@@ -218,6 +225,16 @@ def load_optimizer_state(stage: ModuleType, optimizer: Any, state: dict[str, np.
         optimizer.load_state_dict({k: stage.Tensor(np.ascontiguousarray(v)) for k, v in state.items()})
     except (ValueError, KeyError) as e:
         raise CheckpointError(getattr(state, "path", None), f"optimizer state does not fit: {e}") from None
+
+
+def load_scaler_state(stage: ModuleType, scaler: Any, state: dict[str, np.ndarray]) -> None:
+    """float16's loss scale and counters from a checkpoint; one written without them (another precision)
+    raises :class:`CheckpointError`."""
+    try:
+        scaler.load_state_dict({k: stage.Tensor(v) for k, v in state.items()})
+    except KeyError as e:
+        raise CheckpointError(getattr(state, "path", None), f"no float16 loss scale to resume ({e}): it was "
+                                                            "written by a run of another --precision") from None
 
 
 def restore_rngs(stage: ModuleType, checkpoint: Checkpoint, batch_rng: np.random.Generator) -> None:

@@ -266,9 +266,7 @@ class World:
         captured, would go on reading the old values.)"""
         if self.size == 1 or not self.zero:
             return
-        for p in params:
-            p.assign(p.clone())
-        params[0].realize(*params[1:])
+        own_buffers(params)
 
     def _state_slots(self, opt: Any) -> tuple[list, list[int]]:
         """Every optimizer state buffer as (optimizer, slot, index), and the rank owning its parameter."""
@@ -372,3 +370,10 @@ def _buckets(grads: list, limit: int) -> list[list]:
             out.append(current)
             current, size = [], 0
     return out + ([current] if current else [])
+
+
+def own_buffers(params: list) -> None:
+    """Every parameter a realized buffer of its own (a copy of its value), which in-place updates write."""
+    for p in params:
+        p.assign(p.clone())
+    params[0].realize(*params[1:])

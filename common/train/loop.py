@@ -27,13 +27,15 @@ from .checkpoint import (
     load_checkpoint,
     load_model_weights,
     load_optimizer_state,
+    load_scaler_state,
     restore_rngs,
     save_checkpoint,
     stage_random,
 )
 from .curves import save_loss_curve
-from .distributed import World
+from .distributed import World, own_buffers
 from .optimizers import build_optimizer
+from .precision import grad_scaler, mixed
 from .tasks import Task, TrainConfig
 
 CHECKPOINT = "ckpt.safetensors"
@@ -48,6 +50,7 @@ class RunResult:
     model: Any = field(repr=False, default=None)
     steps_run: int = 0  # the steps this call ran (fewer than the run's after a resume)
     optimizer: Any = field(repr=False, default=None)
+    scaler: Any = field(repr=False, default=None)  # float16's loss scaler (precision.py); None otherwise
 
 
 def learning_rate(cfg: TrainConfig, step: int, optim: ModuleType) -> float:
@@ -69,7 +72,7 @@ def evaluate(task: Task, stage: ModuleType, model: Any, cfg: TrainConfig, loss: 
     loss = loss or model.loss
     rng = np.random.default_rng([cfg.seed, 1])
     total = 0.0
-    with T.no_grad():
+    with T.no_grad(), mixed(stage, cfg.precision):
         for _ in range(cfg.eval_batches):
             x, y = task.tensors(T, *task.val.sample(rng, cfg.batch_size * ranks))
             total += loss(x, y).item()
@@ -83,7 +86,8 @@ def jitted(stage: ModuleType, fn: Any) -> Any:
     return jit(fn) if jit is not None and os.environ.get("JIT", "1") != "0" else fn
 
 
-def step_function(stage: ModuleType, model: Any, opt: Any, cfg: TrainConfig, world: World | None = None) -> Any:
+def step_function(stage: ModuleType, model: Any, opt: Any, cfg: TrainConfig, world: World | None = None,
+                  scaler: Any = None) -> Any:
     """What one optimizer step computes, from its micro-batches [(x, y)] to their losses (a tensor,
     one per micro-batch): each loss divided by grad_accum before backward, the gradients averaged
     over the ranks (data-parallel), clipped, the optimizer stepped and the gradients zeroed.
@@ -93,18 +97,23 @@ def step_function(stage: ModuleType, model: Any, opt: Any, cfg: TrainConfig, wor
     A data-parallel step jits everything but the collectives, which run eagerly between the jitted
     parts (a replay would skip them): the backward, returning the gradients packed for the exchange;
     the update from the exchanged ones; with ZeRO also the clip's norm before the update and the
-    other ranks' new parameters taken from the all-gather after it."""
+    other ranks' new parameters taken from the all-gather after it.
+
+    With a loss scaler (float16: precision.py) the backward and the update are two jitted parts: between
+    them the step reads back whether a gradient overflowed, and skips the update if one did."""
     T = stage.Tensor
     world = world or World()
     count = [0]
 
-    def backward(batches, weights=None):
+    def backward(batches, weights=None, scale=None):
         losses = []
         with T.train():
             for k, (x, y) in enumerate(batches):
-                loss = model.loss(x, y).realize()  # (stage3: the forward's kernels once, for the loss and backward)
+                with mixed(stage, cfg.precision):  # (the forward only: the backward follows the forward's types)
+                    loss = model.loss(x, y).realize()  # (stage3: the forward's kernels once, for the loss and backward)
                 # (data-parallel: weighted by this rank's share of the targets)
-                (loss / cfg.grad_accum if weights is None else loss * (weights[k] / cfg.grad_accum)).backward()
+                part = loss / cfg.grad_accum if weights is None else loss * (weights[k] / cfg.grad_accum)
+                (part if scale is None else part * scale).backward()
                 losses.append(loss.detach().reshape(1))
         return losses[0].cat(*losses[1:]) if len(losses) > 1 else losses[0]
 
@@ -114,6 +123,11 @@ def step_function(stage: ModuleType, model: Any, opt: Any, cfg: TrainConfig, wor
         opt.step()
         opt.zero_grad()
 
+    has_grad: list[bool] = []  # which parameters the backward gave a gradient (the same every step)
+    if scaler is not None:
+        if world.size > 1:
+            raise ValueError("train: --precision fp16 (loss scaling) runs in one process; use bf16 with --ddp")
+        return scaled_step_function(stage, opt, backward, update, has_grad, scaler)
     if world.size == 1:
         def step(batches):
             losses = backward(batches)
@@ -121,8 +135,6 @@ def step_function(stage: ModuleType, model: Any, opt: Any, cfg: TrainConfig, wor
             return losses
 
         return jitted(stage, step)
-
-    has_grad: list[bool] = []  # which parameters the backward gave a gradient (the same every step)
 
     def local(batches, weights):  # this rank's losses and its gradients, packed for the exchange
         losses = backward(batches, weights)
@@ -162,6 +174,44 @@ def step_function(stage: ModuleType, model: Any, opt: Any, cfg: TrainConfig, wor
     return step
 
 
+def scaled_step_function(stage: ModuleType, opt: Any, backward: Any, update: Any, has_grad: list[bool],
+                         scaler: Any) -> Any:
+    """One float16 step: the backward of the scaled loss and the test for an overflow (one jitted part),
+    then, unless a gradient is inf or NaN, the gradients divided by the scale and the update (another);
+    the scaler learns which happened. The scale is a power of 2: scaling and unscaling are exact."""
+    T = stage.Tensor
+
+    def scaled_backward(batches, scale):
+        losses = backward(batches, scale=scale)
+        grads = [p.grad for p in opt.params]
+        has_grad[:] = [g is not None for g in grads]
+        present = [g for g in grads if g is not None]
+        found = scaler.found_nonfinite(present)
+        opt.zero_grad()
+        return losses, found, present
+
+    def unscaled_update(present, inverse):
+        given = iter(present)
+        for p, has in zip(opt.params, has_grad, strict=True):
+            p.grad = next(given) * inverse if has else None
+        update()
+
+    scaled_backward, unscaled_update = jitted(stage, scaled_backward), jitted(stage, unscaled_update)
+    # (stage3: every weight a buffer of its own before the first capture: while the steps overflow no update
+    # writes them, and the backward's capture would read their initial values' graphs or shared constants)
+    own_buffers(opt.params)
+
+    def step(batches):
+        losses, found, present = scaled_backward(batches, T(scaler.scale))
+        overflow = bool(found.item())
+        if not overflow:
+            unscaled_update(present, T(1 / scaler.scale))
+        scaler.update(overflow)
+        return losses
+
+    return step
+
+
 def train_step(task: Task, stage: ModuleType, step: Any, cfg: TrainConfig, rng: np.random.Generator,
                world: World | None = None) -> float:
     """One optimizer step (``step``, from step_function) on ``cfg.grad_accum`` fresh train batches;
@@ -196,6 +246,7 @@ def train(task: Task, stage: ModuleType, cfg: TrainConfig, out: str | Path | Non
         opt = task.build_optimizer(stage, model)
     else:
         opt = build_optimizer(stage, model, cfg.optimizer, cfg.lr, cfg.weight_decay, cfg.betas)
+    scaler = grad_scaler(stage, cfg.precision)  # (float16 only; also checks the name)
     rng = np.random.default_rng(cfg.seed)
     ckpt = Path(out) / CHECKPOINT if out is not None else None
     meta = {**task.meta(), "train_config": asdict(cfg)}
@@ -209,6 +260,8 @@ def train(task: Task, stage: ModuleType, cfg: TrainConfig, out: str | Path | Non
                                         f"not {task.name} {meta['config']}; --resume needs the same model")
         load_model_weights(stage, model, state.model)
         load_optimizer_state(stage, opt, state.optim)
+        if scaler is not None:
+            load_scaler_state(stage, scaler, state.scaler)
         restore_rngs(stage, state, rng)
         start, losses = state.step, list(state.train_losses)
         val_history = [tuple(v) for v in state.meta.get("val_history", [])]
@@ -220,7 +273,7 @@ def train(task: Task, stage: ModuleType, cfg: TrainConfig, out: str | Path | Non
     began = time.perf_counter()
     bar = tqdm(range(start, cfg.steps), desc=f"{task.name} {stage.__name__}", disable=not progress or not world.is_main,
                mininterval=1.0, initial=start, total=cfg.steps)
-    run, val_loss = step_function(stage, model, opt, cfg, world), jitted(stage, model.loss)
+    run, val_loss = step_function(stage, model, opt, cfg, world, scaler), jitted(stage, model.loss)
     for step in bar:
         opt.lr = learning_rate(cfg, step, stage.optim)
         losses.append(train_step(task, stage, run, cfg, rng, world))
@@ -237,7 +290,7 @@ def train(task: Task, stage: ModuleType, cfg: TrainConfig, out: str | Path | Non
         if ckpt is not None and due:
             world.gather_optimizer_state(stage, opt)  # (ZeRO: every rank takes part, rank 0 writes)
         if ckpt is not None and due and world.is_main:
-            save_checkpoint(ckpt, stage, model, opt, done, rng, {**meta, "val_history": val_history}, losses)
+            save_checkpoint(ckpt, stage, model, opt, done, rng, {**meta, "val_history": val_history}, losses, scaler)
             world.drop_foreign_state(stage, opt)
     seconds = time.perf_counter() - began
     world.barrier("the end of training")  # no rank leaves while rank 0 still writes the last checkpoint
@@ -245,6 +298,7 @@ def train(task: Task, stage: ModuleType, cfg: TrainConfig, out: str | Path | Non
         save_loss_curve(losses, Path(out) / f"{task.name}-loss.png", f"{task.name} on {stage.__name__}")
         metrics = {"task": task.name, "stage": stage.__name__, "steps": cfg.steps, "seconds": seconds,
                    "final_train_loss": losses[-1], "val_history": val_history, "train_config": asdict(cfg),
+                   "skipped_steps": scaler.skipped if scaler is not None else 0,
                    "model_config": meta["config"]}
         (Path(out) / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
-    return RunResult(losses, val_history, seconds, ckpt, model, cfg.steps - start, opt)
+    return RunResult(losses, val_history, seconds, ckpt, model, cfg.steps - start, opt, scaler)

@@ -46,6 +46,7 @@ class TrainConfig:
     eval_batches: int = 20
     ckpt_every: int = 0  # 0: only at the end
     seed: int = 0
+    precision: str = "fp32"  # fp32 | bf16 | fp16: mixed precision (precision.py)
 
 
 MODELS = {"mlp": (MLP, MLPConfig), "rnn": (RNN, RNNConfig), "lstm": (RNN, RNNConfig), "cnn": (CNN, CNNConfig),

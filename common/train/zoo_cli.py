@@ -20,6 +20,7 @@ from ..stages import STAGES, load_stage
 from .checkpoint import load_checkpoint, load_model_weights
 from .distributed import BUCKET_MB, World, bucket_mb
 from .loop import train
+from .precision import Precision
 from .sample import sample_task
 from .tasks import MODELS, make_task, task_from_meta
 
@@ -50,6 +51,9 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     zoo.add_argument("--eval-batches", type=int, default=None, help="val batches per estimate")
     zoo.add_argument("--ckpt-every", type=int, default=None, help="steps between checkpoints (0: at the end)")
     zoo.add_argument("--optimizer", default=None, choices=["sgd", "adam", "adamw"], help="optimizer")
+    zoo.add_argument("--precision", default=None, choices=[p.value for p in Precision],
+                     help="fp32, or mixed precision: matmuls and attention in bf16 or fp16 (fp16 with loss scaling), "
+                          "weights and optimizer in float32")
     zoo.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                      help="change a model setting, e.g. --set n_layer=2 (repeatable)")
     zoo.add_argument("--samples", type=int, default=10, help="names to print after training (nanogpt: 0 = none)")
@@ -83,7 +87,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     cfg = task.train_config
     flags = {"steps": args.steps, "lr": args.lr, "batch_size": args.batch_size, "grad_accum": args.grad_accum,
              "eval_every": args.eval_every, "eval_batches": args.eval_batches, "ckpt_every": args.ckpt_every,
-             "optimizer": args.optimizer, "seed": args.seed}
+             "optimizer": args.optimizer, "seed": args.seed, "precision": args.precision}
     cfg = dataclasses.replace(cfg, **{k: v for k, v in flags.items() if v is not None})
     out = Path(args.out) if args.out else cache_dir() / "runs" / f"{args.task}-stage{stage_number}"
     world = World.start(stage, args.ddp, args.zero, args.ddp_timeout, args.bucket_mb)
@@ -98,6 +102,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     result = train(task, stage, cfg, out, resume=args.resume, progress=not args.quiet, world=world)
     print(f"final train loss {result.train_losses[-1]:.4f}, val loss {result.val_history[-1][1]:.4f} "
           f"({result.seconds:.1f}s)")
+    if result.scaler is not None:
+        print(f"float16 loss scale {result.scaler.scale:g}; {result.scaler.skipped} steps skipped on an overflow")
     if world.size > 1:
         steps = max(1, result.steps_run)
         tokens = cfg.batch_size * world.size * cfg.grad_accum * getattr(task.config, "block_size", 1) * steps

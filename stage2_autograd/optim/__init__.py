@@ -1,4 +1,4 @@
-"""Optimizers, gradient clipping and learning-rate schedules.
+"""Optimizers, gradient clipping, loss scaling and learning-rate schedules.
 
 Each optimizer holds its parameters (the same Tensor objects the model holds) and updates them in
 place under no_grad, with torch.optim's formulas, so a run matches torch step for step. `lr` is a
@@ -12,10 +12,11 @@ import math
 from ..dtype import dtypes
 from ..errors import ArgumentError
 from ..tensor import Tensor
+from .grad_scaler import GradScaler
 from .schedules import cosine_lr, linear_rampdown_lr
 
-__all__ = ["LAMB", "LARS", "SGD", "Adam", "AdamW", "Muon", "Optimizer", "clip_grad_norm_", "cosine_lr",
-           "linear_rampdown_lr"]
+__all__ = ["LAMB", "LARS", "SGD", "Adam", "AdamW", "GradScaler", "Muon", "Optimizer", "clip_grad_norm_",
+           "cosine_lr", "linear_rampdown_lr"]
 
 
 class Optimizer:
