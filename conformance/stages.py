@@ -15,7 +15,7 @@ import importlib
 from dataclasses import dataclass, field, replace
 from types import ModuleType
 
-AUTOGRAD = ("backward", "detach", "requires_grad_", "no_grad")
+AUTOGRAD = ("backward", "detach", "requires_grad_", "no_grad", "autocast")
 # capabilities that are not one op of the catalogue: "train" is autograd + nn + optim (test_models.py)
 CAPABILITIES = ("train",)
 
