@@ -43,6 +43,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--source", default="", help="print the source of the kernels of this name")
+    parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"],
+                        help="nanogpt: the forward under autocast in this type")
     args = parser.parse_args()
     set_num_threads(args.threads)
     if args.model == "nanochat":
@@ -50,7 +52,7 @@ def main() -> None:
         jit = step.jit
     else:
         _, weights = B.stage2_stepper()
-        step = B.stage3_stepper(weights)
+        step = B.stage3_stepper(weights, args.precision)
         jit = next(c.cell_contents for c in step.__closure__ if type(c.cell_contents).__name__ == "TinyJit")
     for _ in range(5):  # eager, capture, replays
         step()

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import re
 import resource
@@ -21,6 +22,16 @@ import sys
 import time
 
 import numpy as np
+import torch
+
+import benchmarks.test_train as B
+from benchmarks.cpu_step import cpu_name, median_ms
+from common.models.gpt import GPT
+from common.train.loop import step_function
+from common.train.optimizers import build_optimizer
+from common.train.precision import grad_scaler, mixed
+from common.train.tasks import TrainConfig
+from conformance.models import GPT as TorchGPT
 
 LIBRARIES = ("torch", "stage2", "stage3")
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -33,11 +44,6 @@ def peak_mb() -> float:
 
 def stage_parts(library: str, batch_size: int):
     """(stage, model, the model's loss under the precision's autocast, a batch maker) on our stage."""
-    import importlib
-
-    import benchmarks.test_train as B
-    from common.models.gpt import GPT
-
     stage = importlib.import_module({"stage2": "stage2_autograd", "stage3": "stage3_compiler"}[library])
     stage.Tensor.manual_seed(0)
     model = GPT(stage, B.CONFIG)
@@ -51,13 +57,6 @@ def stage_parts(library: str, batch_size: int):
 
 
 def our_step(library: str, precision: str, threads: int):
-    from common.train.loop import step_function
-    from common.train.optimizers import build_optimizer
-    from common.train.precision import grad_scaler
-    from common.train.tasks import TrainConfig
-
-    import benchmarks.test_train as B
-
     stage, model, make_batch = stage_parts(library, B.BATCH)
     stage.Tensor.set_num_threads(threads)
     cfg = TrainConfig(precision=precision, grad_clip=1.0, weight_decay=0.1)
@@ -67,11 +66,6 @@ def our_step(library: str, precision: str, threads: int):
 
 
 def torch_step(precision: str, threads: int):
-    import torch
-
-    import benchmarks.test_train as B
-    from conformance.models import GPT as TorchGPT
-
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     c = B.CONFIG
@@ -97,8 +91,6 @@ def torch_step(precision: str, threads: int):
 
 
 def median_step_ms(library: str, precision: str, threads: int) -> float:
-    from benchmarks.cpu_step import median_ms
-
     step = torch_step(precision, threads) if library == "torch" else our_step(library, precision, threads)
     return median_ms(step)
 
@@ -106,11 +98,6 @@ def median_step_ms(library: str, precision: str, threads: int) -> float:
 def forward_memory_mb(library: str, precision: str) -> float:
     """The peak RSS a training-mode forward at batch MEMORY_BATCH adds, with the graph kept for a backward."""
     if library == "torch":
-        import torch
-
-        import benchmarks.test_train as B
-        from conformance.models import GPT as TorchGPT
-
         c = B.CONFIG
         model = TorchGPT(c.vocab_size, c.block_size, c.n_layer, c.n_head, c.n_embd, c.bias)
         half = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
@@ -120,11 +107,7 @@ def forward_memory_mb(library: str, precision: str) -> float:
             with torch.autocast("cpu", dtype=half or torch.bfloat16, enabled=half is not None):
                 return model.loss(ids[:, :-1], ids[:, 1:])
     else:
-        from common.train.precision import mixed
-
         stage, model, _ = stage_parts(library, 1)
-        import benchmarks.test_train as B
-
         def forward(batch):
             ids = np.random.default_rng(0).integers(0, B.CONFIG.vocab_size, (batch, B.CONFIG.block_size + 1))
             with stage.Tensor.train(), mixed(stage, precision):
@@ -144,8 +127,6 @@ def run_in_process(*args: str, threads: int | None = None) -> str:
 
 
 def table() -> None:
-    from benchmarks.cpu_step import cpu_name
-
     print(f"CPU: {cpu_name()}, {os.cpu_count()} cores, SITP_ISA={os.environ.get('SITP_ISA') or 'native'}; "
           f"{time.strftime('%Y-%m-%d')}; each cell its own process")
     print("\nnanoGPT step, median of 30 (ms)\n")
@@ -162,8 +143,8 @@ def table() -> None:
     print("| --- | ---: | ---: | ---: | ---: |")
     for library in LIBRARIES:
         mb = {p: float(run_in_process("memory", library, p).split()[-2]) for p in PRECISIONS}
-        print(f"| {library} | {mb['fp32']:.0f} | {mb['bf16']:.0f} | {mb['fp16']:.0f} | {mb['fp32'] / mb['bf16']:.2f}x |",
-              flush=True)
+        print(f"| {library} | {mb['fp32']:.0f} | {mb['bf16']:.0f} | {mb['fp16']:.0f} | "
+              f"{mb['fp32'] / mb['bf16']:.2f}x |", flush=True)
 
 
 def runs() -> None:

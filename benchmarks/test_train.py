@@ -31,6 +31,7 @@ s2 = pytest.importorskip("stage2_autograd")
 from common.models.gpt import GPT, GPTConfig  # noqa: E402
 from common.train.checkpoint import load_model_weights  # noqa: E402
 from common.train.optimizers import build_optimizer  # noqa: E402
+from common.train.precision import mixed  # noqa: E402
 from conformance.models import GPT as TorchGPT  # noqa: E402
 from conformance.models import load_numpy_state  # noqa: E402
 
@@ -65,9 +66,10 @@ def stage2_stepper():
     return step, weights
 
 
-def stage3_stepper(weights: dict[str, np.ndarray]):
+def stage3_stepper(weights: dict[str, np.ndarray], precision: str = "fp32"):
     """stage2's step on stage3, from the same weights: forward, backward, clip and AdamW under TinyJit
-    (call 1 runs eagerly, call 2 captures the kernels, from call 3 on they replay)."""
+    (call 1 runs eagerly, call 2 captures the kernels, from call 3 on they replay); the forward under
+    autocast for precision bf16 or fp16 (without fp16's loss scaling: the kernels are the same)."""
     s3 = pytest.importorskip("stage3_compiler")
     T = s3.Tensor
     model = GPT(s3, CONFIG)
@@ -77,7 +79,8 @@ def stage3_stepper(weights: dict[str, np.ndarray]):
 
     @s3.TinyJit
     def train_step(x, y):
-        loss = model.loss(x, y).realize()  # the forward's kernels once, for the loss and backward
+        with mixed(s3, precision):
+            loss = model.loss(x, y).realize()  # the forward's kernels once, for the loss and backward
         loss.backward()
         s3.optim.clip_grad_norm_(opt.params, 1.0)
         opt.step()

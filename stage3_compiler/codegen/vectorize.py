@@ -56,7 +56,8 @@ VECTOR_ALU = (Ops.ADD, Ops.MUL, Ops.NEG, Ops.DIV)  # ops every vector type has a
 # a vector WHERE reads: the renderer selects by it bit by bit
 MASK_COMPARES = (Ops.CMPLT, Ops.CMPEQ, Ops.CMPNE)
 MASK_LOGIC = (Ops.AND, Ops.OR, Ops.XOR)  # of two masks: a mask
-VECTOR_DTYPES = (dtypes.float32, dtypes.float64)
+# (the half types are float32 lanes in a kernel: a vector load widens their bits, a store rounds each lane)
+VECTOR_DTYPES = (dtypes.float32, dtypes.float64, dtypes.float16, dtypes.bfloat16)
 PACKED_ALU = (*VECTOR_ALU, Ops.POW2)  # and in a pack of unrolled terms (`pack_terms`): POW2, the renderer's own formula
 
 
@@ -66,7 +67,7 @@ def lane_width(fastest: int, dtype, width: int) -> int:
     lanes do not vectorize."""
     if dtype not in VECTOR_DTYPES:
         return 0
-    w = width if dtype is dtypes.float32 else width // 2
+    w = width // 2 if dtype is dtypes.float64 else width
     if fastest < w:
         w //= 2
     return w if w >= 4 and fastest % w == 0 else 0
@@ -145,6 +146,10 @@ class Vectorizer:
             if any(s is None for s in srcs):
                 return None
             return self.new(UOps.ALU, first.dtype, srcs, Ops.WHERE, lanes=n)
+        if first.op is UOps.CAST and first.dtype.is_half and first.srcs[0].dtype is dtypes.float32:
+            # rounding float32 lanes into a half type (a value a kernel stores in one, computed in float32)
+            src = self.match(tuple(u.srcs[0] for u in us))
+            return None if src is None else self.new(UOps.CAST, first.dtype, (src,), lanes=n)
         alu = PACKED_ALU if self.packing and first.dtype is dtypes.float32 else VECTOR_ALU
         if first.op is UOps.ALU and first.arg in alu and all(u.arg is first.arg for u in us):
             srcs = [self.match(tuple(u.srcs[i] for u in us)) for i in range(len(first.srcs))]

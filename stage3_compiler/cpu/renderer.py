@@ -31,36 +31,50 @@ CTYPES = {"bool": "unsigned char", "int8": "signed char", "int16": "short", "int
 HALF_STORAGE = "unsigned short"
 WIDEN = {"float16": "sitp_from_f16", "bfloat16": "sitp_from_bf16"}
 NARROW = {"float16": "sitp_to_f16", "bfloat16": "sitp_to_bf16"}
-# bytes an entry, of the dtypes vectors hold (codegen/vectorize.py; int32: a float32 comparison's mask)
-DTYPE_SIZE = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
-VECTOR_NAMES = {"int64": "int64"}  # a vector type's name where the C type's has a space: int64x16, not long longx16
+# bytes an entry, of the dtypes vectors hold (codegen/vectorize.py; int32: a float32 comparison's mask;
+# uint16 and uint32: a half type's bits, as a vector load reads them and widens them)
+DTYPE_SIZE = {"float32": 4, "float64": 8, "int32": 4, "int64": 8, "uint16": 2, "uint32": 4}
+# a vector type's name where the C type's has a space: int64x16, not long longx16
+VECTOR_NAMES = {"int64": "int64", "uint16": "uint16", "uint32": "uint32"}
+# A vector of a half type's bits (uint16xN `raw`) widened to floats, lane by lane the same bits as WIDEN's:
+# bfloat16's are float32's top half; float16's exponent and mantissa move to float32's places and a multiply
+# by 2^112 rebias the exponent (exact, and right for subnormals too), then inf and NaN get float32's all-ones
+# exponent and every lane its sign.
+WIDEN_VECTOR = {
+    "bfloat16": "((floatx{n})(__builtin_convertvector({raw}, uint32x{n}) << 16))",
+    "float16": "({{ uint32x{n} e = __builtin_convertvector({raw}, uint32x{n}); "
+               "floatx{n} f = (floatx{n})((e & 0x7fffu) << 13) * 0x1p112f; "
+               "(floatx{n})((uint32x{n})f | ((e & 0x8000u) << 16) | "
+               "((uint32x{n})((e & 0x7fffu) >= 0x7c00u) & 0x7f800000u)); }})"}
 LIBM = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SQRT: "sqrt", Ops.SIN: "sin"}
 
 # The conversions of the half types (their bits in an unsigned short), integer arithmetic on the bits
-# as stage1's csrc/half.h (which says why not gcc's _Float16): rounding to nearest even, NaN kept quiet.
+# as stage1's csrc/half.h (which says why not gcc's _Float16, and why selects and not branches: so that
+# gcc vectorizes a loop of them): rounding to nearest even, NaN kept quiet.
 HALF = r"""#ifndef SITP_HALF
 #define SITP_HALF
 static inline float sitp_bits_f32(unsigned int u) { float f; __builtin_memcpy(&f, &u, 4); return f; }
 static inline unsigned int sitp_f32_bits(float f) { unsigned int u; __builtin_memcpy(&u, &f, 4); return u; }
-static inline unsigned int sitp_shift_rne(unsigned int x, int shift) {
-  unsigned int kept = x >> shift, rest = x & ((1u << shift) - 1), half = 1u << (shift - 1);
-  return kept + ((rest > half) | ((rest == half) & kept & 1u)); }
+static inline unsigned int sitp_shift_rne(unsigned int x, unsigned int shift) {
+  return (x + ((1u << (shift - 1)) - 1u) + ((x >> shift) & 1u)) >> shift; }
 static inline float sitp_from_f16(unsigned short h) {
-  unsigned int sign = (unsigned int)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-  if (e == 0x1f) return sitp_bits_f32(sign | 0x7f800000u | (m << 13));
-  if (e != 0) return sitp_bits_f32(sign | ((e + 112) << 23) | (m << 13));
-  float v = (float)m * 0x1p-24f; return sign ? -v : v; }
+  float magnitude = sitp_bits_f32((unsigned int)(h & 0x7fffu) << 13) * 0x1p112f;
+  unsigned int special = (h & 0x7c00u) == 0x7c00u ? 0x7f800000u : 0u;
+  return sitp_bits_f32(sitp_f32_bits(magnitude) | special | ((unsigned int)(h & 0x8000u) << 16)); }
 static inline unsigned short sitp_to_f16(float f) {
   unsigned int u = sitp_f32_bits(f), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return (unsigned short)(sign | 0x7e00u);
-  if (a >= 0x477ff000u) return (unsigned short)(sign | 0x7c00u);
-  if (a >= 0x38800000u) return (unsigned short)(sign | sitp_shift_rne(a - (112u << 23), 13));
-  if (a < 0x33000000u) return (unsigned short)sign;
-  return (unsigned short)(sign | sitp_shift_rne((a & 0x7fffffu) | 0x800000u, (int)(126 - (a >> 23)))); }
+  unsigned int e = a >> 23, at_least = e > 102u ? e : 102u, clamped = at_least < 112u ? at_least : 112u;
+  unsigned int normal = sitp_shift_rne(a - (112u << 23), 13);
+  unsigned int subnormal = sitp_shift_rne((a & 0x7fffffu) | 0x800000u, 126u - clamped);
+  unsigned int r = a >= 0x38800000u ? normal : subnormal;
+  r = a >= 0x477ff000u ? 0x7c00u : r;
+  r = a > 0x7f800000u ? 0x7e00u : r;
+  r &= 0u - (unsigned int)(a >= 0x33000000u);
+  return (unsigned short)(sign | r); }
 static inline float sitp_from_bf16(unsigned short b) { return sitp_bits_f32((unsigned int)b << 16); }
 static inline unsigned short sitp_to_bf16(float f) {
-  unsigned int u = sitp_f32_bits(f);
-  return (u & 0x7fffffffu) > 0x7f800000u ? 0x7fc0 : (unsigned short)sitp_shift_rne(u, 16); }
+  unsigned int u = sitp_f32_bits(f), a = u & 0x7fffffffu;
+  return a > 0x7f800000u ? 0x7fc0 : (unsigned short)(((u >> 16) & 0x8000u) | sitp_shift_rne(a, 16)); }
 #endif"""
 
 
@@ -222,8 +236,11 @@ class CRenderer(Renderer):
     def vector_types(self, kernel: Kernel) -> list[str]:
         """The typedefs of the vector types a kernel uses: gcc's vector extension, whose +, * and - act
         lane by lane and compile to vector instructions (split into several where the CPU's are narrower)."""
-        used = {("int32" if u.dtype is dtypes.bool else u.dtype.name, u.lanes) for u in kernel.uops if u.lanes > 1}
+        used = {("int32" if u.dtype is dtypes.bool else value_type(u.dtype).name, u.lanes)
+                for u in kernel.uops if u.lanes > 1}
         used |= {("int32", n) for name, n in set(used) if name == "float32" and vector_pow2(kernel)}  # its exponents
+        half_loads = {u.lanes for u in kernel.uops if u.op is UOps.LOAD and u.lanes > 1 and u.dtype.is_half}
+        used |= {(bits, n) for n in half_loads for bits in ("uint16", "uint32")}  # (WIDEN_VECTOR's)
         return [f"typedef {CTYPES[name]} {vector_name(name)}x{n} __attribute__((vector_size({n * DTYPE_SIZE[name]})));"
                 for name, n in sorted(used)] + [POW2_VECTOR.format(n=n) for n in sorted(vector_pow2(kernel))]
 
@@ -478,6 +495,9 @@ class CRenderer(Renderer):
 
     def render_load(self, src: Source, u: UOp) -> None:
         src.names[id(u)] = u.name
+        if u.lanes > 1 and u.dtype.is_half:
+            self.render_half_vector_load(src, u)
+            return
         if u.lanes > 1:  # consecutive entries, at any alignment: memcpy is how C says an unaligned vector load
             load = f"__builtin_memcpy(&{u.name}, {src.names[id(u.srcs[0])]} + {self.load_index(u)}, sizeof({u.name}));"
             if len(u.srcs) > 1:  # gated by one scalar for every lane: all of it or zeros
@@ -493,8 +513,25 @@ class CRenderer(Renderer):
             value = f"({src.names[id(u.srcs[1])]}?{value}:{zero})"
         src.add(f"{self.ctype(u.dtype)} {u.name} = {value};")
 
+    def render_half_vector_load(self, src: Source, u: UOp) -> None:
+        """A vector of a half type: its bits read as one vector, then widened to floats (WIDEN_VECTOR)."""
+        raw, n = f"{u.name}_bits", u.lanes
+        read = (f"uint16x{n} {raw}; __builtin_memcpy(&{raw}, {src.names[id(u.srcs[0])]} + {self.load_index(u)}, "
+                f"sizeof({raw}));")
+        value = WIDEN_VECTOR[u.dtype.name].format(n=n, raw=raw)
+        if len(u.srcs) > 1:  # gated by one scalar for every lane: all of it or zeros
+            src.add(f"{self.ctype(u.dtype, n)} {u.name} = {{0}}; if ({src.names[id(u.srcs[1])]}) {{ {read} "
+                    f"{u.name} = {value}; }}")
+        else:
+            src.add(f"{read} {self.ctype(u.dtype, n)} {u.name} = {value};")
+
     def render_cast(self, src: Source, u: UOp) -> None:
         src.names[id(u)] = u.name
+        if u.lanes > 1:  # float32 lanes rounded into a half type (the vectorizer's only vector cast), lane by lane
+            x, round_trip = src.names[id(u.srcs[0])], (WIDEN[u.dtype.name], NARROW[u.dtype.name])
+            lanes = ", ".join(f"{round_trip[0]}({round_trip[1]}({x}[{k}]))" for k in range(u.lanes))
+            src.add(f"{self.ctype(u.dtype, u.lanes)} {u.name} = {{{lanes}}};")
+            return
         x, t = src.names[id(u.srcs[0])], self.ctype(u.dtype)
         if u.dtype is dtypes.bool:
             value = f"({t})({x}!=0)"
@@ -527,6 +564,11 @@ class CRenderer(Renderer):
         src.add(self.update(u.arg, u.dtype, src.names[id(acc)], src.names[id(value)], acc.op is UOps.PART))
 
     def render_store(self, src: Source, u: UOp) -> None:
+        if u.lanes > 1 and u.srcs[1].dtype.is_half:  # each lane rounded into the half type, as a scalar store
+            value, narrow, out = src.names[id(u.srcs[1])], NARROW[u.srcs[1].dtype.name], src.names[id(u.srcs[0])]
+            for k in range(u.lanes):
+                src.add(f"{out}[{render(u.arg)} + {k}] = {narrow}({value}[{k}]);")
+            return
         if u.lanes > 1:
             value = src.names[id(u.srcs[1])]
             src.add(f"__builtin_memcpy({src.names[id(u.srcs[0])]} + {render(u.arg)}, &{value}, sizeof({value}));")

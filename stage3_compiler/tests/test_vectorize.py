@@ -13,7 +13,9 @@ from ..codegen.opts import Opt, OptOps
 from ..codegen.uops import UOps
 from ..codegen.vectorize import dead_code_removed, vectorize
 from ..cpu import renderer
-from .test_opts import last_item, rand
+from ..device import buffer_class
+from ..dtype import dtypes
+from .test_opts import last_item, launch, rand
 from .test_opts import run_with as run_on
 
 CPU = renderer.CRenderer(16, 32)  # AVX-512's registers: 16 float32 lanes a vector
@@ -214,3 +216,30 @@ def test_a_nested_sums_lanes_add_by_halves_in_the_scalar_trees_order(monkeypatch
     assert vectors(kernel)[UOps.SHUFFLE] == {8, 4, 2}
     assert sum(u.op is UOps.GEP for u in kernel.uops) == 2  # the last two lanes out, not 16
     assert np.array_equal(run_with(item, opts), scalar_bits(item, opts))
+
+
+def half_bits(item, opts, target):
+    """The kernel's output with these options for `target`, as the half type's 16-bit patterns."""
+    kernel = lower(item, target, tuple(opts))
+    n = int(np.prod(item.root.shape))
+    out = buffer_class("test", "CPU")(2 * n)
+    launch(kernel, out, target)
+    return out.to_numpy(0, n, dtypes.uint16).copy()
+
+
+@pytest.mark.parametrize("half", ["bfloat16", "float16"])
+def test_a_half_tile_widens_vectors_of_bits_and_rounds_each_lane(half):
+    """A matmul tile of a half type (autocast's) reads vectors of 16-bit patterns, widens them to floats
+    and rounds each output lane into the half type: the same bits as its lanes one by one, through the
+    specials (inf, NaN, subnormals, -0.0) and the rounding ties."""
+    a = np.random.default_rng(4).standard_normal((48, 64)).astype(np.float32)
+    a[0, :8] = [np.inf, -np.inf, np.nan, -0.0, 3e-6, -7e-8, 1 + 2**-8, 65520.0]
+    b = np.random.default_rng(5).standard_normal((64, 64)).astype(np.float32)
+    item = last_item(Tensor(a).cast(half) @ Tensor(b).cast(half) * 3)
+    opts = heuristic_opts(item, CPU, 1)
+    kernel = lower(item, CPU, tuple(opts))
+    found = vectors(kernel)
+    assert 16 in found[UOps.LOAD] and 16 in found[UOps.ACC] and 16 in found[UOps.STORE]
+    plain = renderer.CRenderer(16, 32)
+    plain.vector_width = 0
+    assert np.array_equal(half_bits(item, opts, CPU), half_bits(item, opts, plain))
