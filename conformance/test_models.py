@@ -123,7 +123,7 @@ def stage_trajectory(spec: Spec, stage_module: Any, model: Any, data: list, half
     for step, (x, y) in enumerate(data):
         opt.lr = lr_at(spec, step)
         with T.autocast(half or "bfloat16", enabled=half is not None):
-            loss = model.loss(T(x), T(y))
+            loss = model.loss(T(x), T(y)).realize()  # (as the training loop: before the step overwrites the weights)
         loss.backward()
         if spec.schedule:
             stage_module.optim.clip_grad_norm_(opt.params, 1.0)

@@ -33,6 +33,9 @@ class FunctionalMixin(TensorCore):
         dtype = promote(a.dtype, b.dtype)
         if dtype is dtypes.bool:
             raise TypeError(f"matmul: bool operands are not supported (shapes {a.shape} and {b.shape})")
+        if dtype.is_half:  # in float32, rounded once: the same products and sums, and the operands' panels
+            # (codegen/layouts.py) are float32, which the tile's loop reads as they are, not widened each time
+            return a.cast(dtype).cast(dtypes.float32)._matmul(b.cast(dtype).cast(dtypes.float32)).cast(dtype)
         a2 = a.unsqueeze(0) if a.ndim == 1 else a
         b2 = b.unsqueeze(-1) if b.ndim == 1 else b
         (M, K), (K2, N) = a2.shape[-2:], b2.shape[-2:]

@@ -80,7 +80,7 @@ TABLE: dict[Pass, PassInfo] = {
                         "a one-hot product tests its conditions once and skips terms no lane selects"),
     Pass.TREE: PassInfo(Phase.LOWER, ("codegen/tree.py",), True,
                         "a short nested sum is written out as a tree of independent adds"),
-    Pass.VECTORIZE: PassInfo(Phase.UOPS, ("codegen/vectorize.py",), True,
+    Pass.VECTORIZE: PassInfo(Phase.UOPS, ("codegen/vectorize.py", "cpu/half_vectors.py"), True,
                              "an upcast kernel's lanes become the CPU's vector registers"),
     Pass.FMA: PassInfo(Phase.RENDER, ("codegen/fma.py",), True,
                        "a multiply-add the order of a sum allows becomes one fused instruction"),

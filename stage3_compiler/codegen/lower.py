@@ -51,6 +51,13 @@ def dim_name(n: int | Node) -> str:
     return "_".join(sorted(v.name for v in vars(n))) if isinstance(n, Node) else str(n)
 
 
+# An op on a half type computes in float32 and its result is rounded into the type, in a kernel as stage2
+# rounds each op's output when it stores it: a fused kernel computes the values stage2 (and torch) compute,
+# and a forward and a backward that recomputes a value agree on it (max_pool2d's gradient finds its max
+# again by equality). A reduction accumulates in float32 and its result is rounded once. Selections and
+# negation give a value the type already holds: nothing to round.
+EXACT_IN_HALF = (Ops.WHERE, Ops.MAX, Ops.NEG)
+
 class Lowerer:
     def __init__(self, item: ScheduleItem):
         self.item, self.stored = item, item.stored or frozenset()  # the bases a kernel writes: loaded here
@@ -173,8 +180,10 @@ class Lowerer:
         return self.emit(UOps.ALU, dtype, srcs, op)
 
     def base(self, b: LazyBuffer, idxs: list[Node]) -> UOp:
-        if id(b) in self.accs:
-            return self.accs[id(b)]  # a reduction this kernel holds: its accumulator
+        if id(b) in self.accs:  # a reduction this kernel holds: its accumulator (rounded, if a half type's)
+            acc = self.accs[id(b)]
+            return self.cached(("rounded", acc.name), lambda: self.emit(UOps.CAST, b.dtype, (acc,))) \
+                if b.dtype.is_half else acc
         if self.loads(b):
             return self.load(b, flat_index(idxs, b.shape), self.gate)
         if b.op is Ops.CONST:
@@ -188,9 +197,15 @@ class Lowerer:
             out = self.view(b.srcs[0], idxs)
         elif b.op in IR_ELEMENTWISE:
             srcs = [self.view(s, idxs) for s in b.srcs]
-            out = self.alu(b.op, b.dtype, *srcs) if b.op is not Ops.CAST else self.emit(UOps.CAST, b.dtype, (srcs[0],))
+            if b.op is Ops.CAST:
+                out = self.emit(UOps.CAST, b.dtype, (srcs[0],))
+            elif b.dtype.is_half and b.op not in EXACT_IN_HALF:  # in float32, rounded into the half type
+                out = self.emit(UOps.CAST, b.dtype, (self.alu(b.op, dtypes.float32, *srcs),))
+            else:
+                out = self.alu(b.op, b.dtype, *srcs)
         elif b.op in IR_REDUCE:
             out = self.nested(b, idxs)
+            out = self.emit(UOps.CAST, b.dtype, (out,)) if b.dtype.is_half else out
         else:
             raise NotImplementedError(f"lower: {b.op} cannot be computed inside a kernel")
         self.cache[key] = out

@@ -51,13 +51,15 @@ from ..graph.symbolic import Num
 from ..ops import Ops
 from .uops import UOp, UOps
 
-VECTOR_ALU = (Ops.ADD, Ops.MUL, Ops.NEG, Ops.DIV)  # ops every vector type has as operators, exact as the scalar ones
+# ops every vector type has as operators (RECIP: 1/x), exact as the scalar ones
+VECTOR_ALU = (Ops.ADD, Ops.MUL, Ops.NEG, Ops.DIV, Ops.RECIP)
 # float32 comparisons whose vector is a mask (a lane's int is -1 where true, 0 where false), which only
 # a vector WHERE reads: the renderer selects by it bit by bit
 MASK_COMPARES = (Ops.CMPLT, Ops.CMPEQ, Ops.CMPNE)
 MASK_LOGIC = (Ops.AND, Ops.OR, Ops.XOR)  # of two masks: a mask
 # (the half types are float32 lanes in a kernel: a vector load widens their bits, a store rounds each lane)
 VECTOR_DTYPES = (dtypes.float32, dtypes.float64, dtypes.float16, dtypes.bfloat16)
+HALF_CASTS = ({dtypes.float32, dtypes.float16}, {dtypes.float32, dtypes.bfloat16}, {dtypes.float16}, {dtypes.bfloat16})
 PACKED_ALU = (*VECTOR_ALU, Ops.POW2)  # and in a pack of unrolled terms (`pack_terms`): POW2, the renderer's own formula
 
 
@@ -146,11 +148,12 @@ class Vectorizer:
             if any(s is None for s in srcs):
                 return None
             return self.new(UOps.ALU, first.dtype, srcs, Ops.WHERE, lanes=n)
-        if first.op is UOps.CAST and first.dtype.is_half and first.srcs[0].dtype is dtypes.float32:
-            # rounding float32 lanes into a half type (a value a kernel stores in one, computed in float32)
+        if first.op is UOps.CAST and {first.dtype, first.srcs[0].dtype} in HALF_CASTS:
+            # lanes rounded into a half type (a value computed in float32, or a half op's result: lower.py), or
+            # half lanes read as float32 (the values they hold already: a half value is a float in a kernel)
             src = self.match(tuple(u.srcs[0] for u in us))
             return None if src is None else self.new(UOps.CAST, first.dtype, (src,), lanes=n)
-        alu = PACKED_ALU if self.packing and first.dtype is dtypes.float32 else VECTOR_ALU
+        alu = PACKED_ALU if first.dtype is dtypes.float32 else VECTOR_ALU  # (POW2: a float32 formula of the renderer)
         if first.op is UOps.ALU and first.arg in alu and all(u.arg is first.arg for u in us):
             srcs = [self.match(tuple(u.srcs[i] for u in us)) for i in range(len(first.srcs))]
             if any(s is None for s in srcs):

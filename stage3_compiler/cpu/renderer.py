@@ -20,14 +20,16 @@ from ..dtype import DType, dtypes, rounded
 from ..graph.symbolic import Node, descends, render
 from ..ops import Ops
 from ..passes import Pass
+from . import half_vectors
 
 UNSIGNED = {"int8": "unsigned char", "int16": "unsigned short", "int32": "unsigned int", "int64": "unsigned long long",
             "uint8": "unsigned char", "uint16": "unsigned short", "uint32": "unsigned int",
             "uint64": "unsigned long long"}
 CTYPES = {"bool": "unsigned char", "int8": "signed char", "int16": "short", "int32": "int", "int64": "long long",
           **{name: c for name, c in UNSIGNED.items() if name.startswith("u")}, "float32": "float", "float64": "double"}
-# A half type lives in memory as its 16 bits and in a kernel as a float: a load widens it, a store
-# (or a cast into it) rounds to nearest even, so a fused kernel rounds once per value it stores.
+# A half type lives in memory as its 16 bits and in a kernel as a float: a load widens it, a store or a
+# cast into it rounds to nearest even (and the lowering casts every op's result into its half type:
+# codegen/lower.py's EXACT_IN_HALF).
 HALF_STORAGE = "unsigned short"
 WIDEN = {"float16": "sitp_from_f16", "bfloat16": "sitp_from_bf16"}
 NARROW = {"float16": "sitp_to_f16", "bfloat16": "sitp_to_bf16"}
@@ -36,16 +38,6 @@ NARROW = {"float16": "sitp_to_f16", "bfloat16": "sitp_to_bf16"}
 DTYPE_SIZE = {"float32": 4, "float64": 8, "int32": 4, "int64": 8, "uint16": 2, "uint32": 4}
 # a vector type's name where the C type's has a space: int64x16, not long longx16
 VECTOR_NAMES = {"int64": "int64", "uint16": "uint16", "uint32": "uint32"}
-# A vector of a half type's bits (uint16xN `raw`) widened to floats, lane by lane the same bits as WIDEN's:
-# bfloat16's are float32's top half; float16's exponent and mantissa move to float32's places and a multiply
-# by 2^112 rebias the exponent (exact, and right for subnormals too), then inf and NaN get float32's all-ones
-# exponent and every lane its sign.
-WIDEN_VECTOR = {
-    "bfloat16": "((floatx{n})(__builtin_convertvector({raw}, uint32x{n}) << 16))",
-    "float16": "({{ uint32x{n} e = __builtin_convertvector({raw}, uint32x{n}); "
-               "floatx{n} f = (floatx{n})((e & 0x7fffu) << 13) * 0x1p112f; "
-               "(floatx{n})((uint32x{n})f | ((e & 0x8000u) << 16) | "
-               "((uint32x{n})((e & 0x7fffu) >= 0x7c00u) & 0x7f800000u)); }})"}
 LIBM = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SQRT: "sqrt", Ops.SIN: "sin"}
 
 # The conversions of the half types (their bits in an unsigned short), integer arithmetic on the bits
@@ -240,7 +232,7 @@ class CRenderer(Renderer):
                 for u in kernel.uops if u.lanes > 1}
         used |= {("int32", n) for name, n in set(used) if name == "float32" and vector_pow2(kernel)}  # its exponents
         half_loads = {u.lanes for u in kernel.uops if u.op is UOps.LOAD and u.lanes > 1 and u.dtype.is_half}
-        used |= {(bits, n) for n in half_loads for bits in ("uint16", "uint32")}  # (WIDEN_VECTOR's)
+        used |= {(bits, n) for n in half_loads for bits in half_vectors.BIT_VECTORS}
         return [f"typedef {CTYPES[name]} {vector_name(name)}x{n} __attribute__((vector_size({n * DTYPE_SIZE[name]})));"
                 for name, n in sorted(used)] + [POW2_VECTOR.format(n=n) for n in sorted(vector_pow2(kernel))]
 
@@ -496,7 +488,9 @@ class CRenderer(Renderer):
     def render_load(self, src: Source, u: UOp) -> None:
         src.names[id(u)] = u.name
         if u.lanes > 1 and u.dtype.is_half:
-            self.render_half_vector_load(src, u)
+            address = f"{src.names[id(u.srcs[0])]} + {self.load_index(u)}"
+            gate = src.names[id(u.srcs[1])] if len(u.srcs) > 1 else None
+            src.add(half_vectors.load(u.name, self.ctype(u.dtype, u.lanes), u.dtype.name, u.lanes, address, gate))
             return
         if u.lanes > 1:  # consecutive entries, at any alignment: memcpy is how C says an unaligned vector load
             load = f"__builtin_memcpy(&{u.name}, {src.names[id(u.srcs[0])]} + {self.load_index(u)}, sizeof({u.name}));"
@@ -513,24 +507,14 @@ class CRenderer(Renderer):
             value = f"({src.names[id(u.srcs[1])]}?{value}:{zero})"
         src.add(f"{self.ctype(u.dtype)} {u.name} = {value};")
 
-    def render_half_vector_load(self, src: Source, u: UOp) -> None:
-        """A vector of a half type: its bits read as one vector, then widened to floats (WIDEN_VECTOR)."""
-        raw, n = f"{u.name}_bits", u.lanes
-        read = (f"uint16x{n} {raw}; __builtin_memcpy(&{raw}, {src.names[id(u.srcs[0])]} + {self.load_index(u)}, "
-                f"sizeof({raw}));")
-        value = WIDEN_VECTOR[u.dtype.name].format(n=n, raw=raw)
-        if len(u.srcs) > 1:  # gated by one scalar for every lane: all of it or zeros
-            src.add(f"{self.ctype(u.dtype, n)} {u.name} = {{0}}; if ({src.names[id(u.srcs[1])]}) {{ {read} "
-                    f"{u.name} = {value}; }}")
-        else:
-            src.add(f"{read} {self.ctype(u.dtype, n)} {u.name} = {value};")
-
     def render_cast(self, src: Source, u: UOp) -> None:
         src.names[id(u)] = u.name
-        if u.lanes > 1:  # float32 lanes rounded into a half type (the vectorizer's only vector cast), lane by lane
-            x, round_trip = src.names[id(u.srcs[0])], (WIDEN[u.dtype.name], NARROW[u.dtype.name])
-            lanes = ", ".join(f"{round_trip[0]}({round_trip[1]}({x}[{k}]))" for k in range(u.lanes))
-            src.add(f"{self.ctype(u.dtype, u.lanes)} {u.name} = {{{lanes}}};")
+        if u.lanes > 1 and not u.dtype.is_half:  # half lanes as float32: the floats they hold
+            src.add(f"{self.ctype(u.dtype, u.lanes)} {u.name} = {src.names[id(u.srcs[0])]};")
+            return
+        if u.lanes > 1:  # lanes rounded into a half type (vectorize.HALF_CASTS)
+            src.add(half_vectors.rounded(u.name, self.ctype(u.dtype, u.lanes), src.names[id(u.srcs[0])], u.lanes,
+                                         WIDEN[u.dtype.name], NARROW[u.dtype.name]))
             return
         x, t = src.names[id(u.srcs[0])], self.ctype(u.dtype)
         if u.dtype is dtypes.bool:
@@ -564,10 +548,10 @@ class CRenderer(Renderer):
         src.add(self.update(u.arg, u.dtype, src.names[id(acc)], src.names[id(value)], acc.op is UOps.PART))
 
     def render_store(self, src: Source, u: UOp) -> None:
-        if u.lanes > 1 and u.srcs[1].dtype.is_half:  # each lane rounded into the half type, as a scalar store
-            value, narrow, out = src.names[id(u.srcs[1])], NARROW[u.srcs[1].dtype.name], src.names[id(u.srcs[0])]
-            for k in range(u.lanes):
-                src.add(f"{out}[{render(u.arg)} + {k}] = {narrow}({value}[{k}]);")
+        if u.lanes > 1 and u.srcs[1].dtype.is_half:
+            for line in half_vectors.store(src.names[id(u.srcs[0])], render(u.arg), src.names[id(u.srcs[1])], u.lanes,
+                                           NARROW[u.srcs[1].dtype.name]):
+                src.add(line)
             return
         if u.lanes > 1:
             value = src.names[id(u.srcs[1])]

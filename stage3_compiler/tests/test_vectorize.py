@@ -227,19 +227,29 @@ def half_bits(item, opts, target):
     return out.to_numpy(0, n, dtypes.uint16).copy()
 
 
-@pytest.mark.parametrize("half", ["bfloat16", "float16"])
-def test_a_half_tile_widens_vectors_of_bits_and_rounds_each_lane(half):
-    """A matmul tile of a half type (autocast's) reads vectors of 16-bit patterns, widens them to floats
-    and rounds each output lane into the half type: the same bits as its lanes one by one, through the
-    specials (inf, NaN, subnormals, -0.0) and the rounding ties."""
-    a = np.random.default_rng(4).standard_normal((48, 64)).astype(np.float32)
-    a[0, :8] = [np.inf, -np.inf, np.nan, -0.0, 3e-6, -7e-8, 1 + 2**-8, 65520.0]
-    b = np.random.default_rng(5).standard_normal((64, 64)).astype(np.float32)
-    item = last_item(Tensor(a).cast(half) @ Tensor(b).cast(half) * 3)
+SPECIALS = [np.inf, -np.inf, np.nan, -0.0, 3e-6, -7e-8, 1 + 2**-8, 65520.0]  # (subnormals and ties in both)
+
+
+def same_bits_as_scalar(item, half: str) -> None:
     opts = heuristic_opts(item, CPU, 1)
-    kernel = lower(item, CPU, tuple(opts))
-    found = vectors(kernel)
-    assert 16 in found[UOps.LOAD] and 16 in found[UOps.ACC] and 16 in found[UOps.STORE]
     plain = renderer.CRenderer(16, 32)
     plain.vector_width = 0
     assert np.array_equal(half_bits(item, opts, CPU), half_bits(item, opts, plain))
+
+
+@pytest.mark.parametrize("half", ["bfloat16", "float16"])
+def test_half_lanes_load_as_widened_vectors_and_store_rounded(half):
+    """Half-type lanes (autocast's): a transposing copy reads vectors of 16-bit patterns and widens them to
+    floats; a matmul tile (in float32: functional.py) rounds each output lane into the half type. Both give
+    the bits of their lanes computed one by one, through inf, NaN, subnormals, -0.0 and rounding ties."""
+    x = np.random.default_rng(4).standard_normal((64, 48)).astype(np.float32)
+    x[0, :8] = SPECIALS
+    copy = last_item(Tensor(x).cast(half).realize().T.contiguous())
+    found = vectors(lower(copy, CPU, heuristic_opts(copy, CPU, 1)))
+    assert found[UOps.LOAD] == {16} and found[UOps.STORE] == {16}
+    same_bits_as_scalar(copy, half)
+    b = np.random.default_rng(5).standard_normal((48, 64)).astype(np.float32)
+    tile = last_item((Tensor(x) @ Tensor(b)).cast(half))
+    kernel = lower(tile, CPU, heuristic_opts(tile, CPU, 1))
+    assert any(u.op is UOps.STORE and u.lanes == 16 and u.srcs[1].dtype.name == half for u in kernel.uops)
+    same_bits_as_scalar(tile, half)
