@@ -7,7 +7,7 @@ import math
 from typing import Self
 
 from .autocast import lowered, widened
-from .autograd import record
+from .autograd import no_grad, record
 from .device import check, check_same
 from .dtype import compute_of, dtypes, float_of, promote
 from .errors import ArgumentError
@@ -34,7 +34,7 @@ class FunctionalMixin(TensorCore):
         if dtype is dtypes.bool:
             raise TypeError(f"matmul: bool operands are not supported (shapes {a.shape} and {b.shape})")
         wide = dtypes.int64 if dtype is dtypes.uint64 else compute_of(dtype)  # (the GEMMs take no uint64)
-        if wide is not dtype:  # half types multiply in float32, the other ints in int64 (low bits wrap alike)
+        if wide is not dtype and not dtype.is_half:  # the small ints multiply in int64 (low bits wrap alike)
             return a.cast(dtype).cast(wide)._matmul(b.cast(dtype).cast(wide)).cast(dtype)
         a2 = a.unsqueeze(0) if a.ndim == 1 else a
         b2 = b.unsqueeze(-1) if b.ndim == 1 else b
@@ -58,7 +58,12 @@ class FunctionalMixin(TensorCore):
         if dtype is not dtypes.float32 or a3.device != "CPU":
             a3, b3 = a3.contiguous(), b3.contiguous()
         out = a3._alloc(batch + (M, N), dtype)
-        if out.device == "CPU":
+        if dtype.is_half:  # the float32 GEMM on widened copies, rounded once: the graph keeps the half operands
+            with no_grad():
+                product, f32 = a3._alloc(batch + (M, N), dtypes.float32), dtypes.float32
+                batched_matmul(f32, product, a3.cast(f32), b3.cast(f32), count, M, N, K)
+                out = product.cast(dtype)
+        elif out.device == "CPU":
             batched_matmul(dtype, out, a3, b3, count, M, N, K)  # float32: the CPU GEMM ladder's current rung
         else:  # the device's runtime picks its GEMM
             check(out._buf.kernels.matmul(dtype.code, out._ptr(), a3._ptr(), b3._ptr(), count, M, N, K),
