@@ -36,7 +36,7 @@ def cmd_nanochat(args: argparse.Namespace) -> int:
     stage = load_stage(args.stage)
     settings = NanochatSettings()
     settings.steps.update(_steps(args.steps))
-    for name in ("depth", "vocab_size", "sequence_len", "batch_size", "seed"):
+    for name in ("depth", "vocab_size", "sequence_len", "batch_size", "seed", "precision"):
         if getattr(args, name) is not None:
             setattr(settings, name, getattr(args, name))
     out = Path(args.out) if args.out else cache_dir() / "runs" / f"nanochat-stage{args.stage}"
@@ -145,6 +145,8 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--sequence-len", dest="sequence_len", type=int, default=None, help="context length")
     run.add_argument("--batch-size", dest="batch_size", type=int, default=None, help="rows per step")
     run.add_argument("--seed", type=int, default=None, help="seed of init, batches and splits")
+    run.add_argument("--precision", default=None, choices=["fp32", "bf16", "fp16"],
+                     help="mixed precision: the matmuls and attention in bf16 or fp16 (fp16 with loss scaling)")
     run.add_argument("--chat-seeds", dest="chat_seeds", type=int, default=20, help="samples of the tool check")
     run.add_argument("--quiet", action="store_true", help="no progress bars")
     run.add_argument("--ddp", action="store_true", help="data-parallel over the ranks mpiexec starts; --batch-size "

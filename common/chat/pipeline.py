@@ -59,6 +59,7 @@ class NanochatSettings:
     eval_every: int = 100
     eval_batches: int = 8
     seed: int = 0
+    precision: str = "fp32"  # fp32 | bf16 | fp16: mixed precision (common/train/precision.py)
 
     def model_config(self) -> NanoChatConfig:
         return NanoChatConfig.from_depth(self.depth, vocab_size=self.vocab_size, sequence_len=self.sequence_len)
@@ -66,7 +67,8 @@ class NanochatSettings:
     def train_config(self, phase: str) -> TrainConfig:
         return TrainConfig(steps=self.steps[phase], batch_size=self.batch_size, lr=self.lr[phase],
                            schedule="warmdown", warmdown=0.2, grad_clip=1.0, eval_every=self.eval_every,
-                           eval_batches=self.eval_batches, ckpt_every=self.eval_every, seed=self.seed)
+                           eval_batches=self.eval_batches, ckpt_every=self.eval_every, seed=self.seed,
+                           precision=self.precision)
 
 
 @dataclass
