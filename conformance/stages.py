@@ -15,9 +15,10 @@ import importlib
 from dataclasses import dataclass, field, replace
 from types import ModuleType
 
-AUTOGRAD = ("backward", "detach", "requires_grad_", "no_grad", "autocast")
-# capabilities that are not one op of the catalogue: "train" is autograd + nn + optim (test_models.py)
-CAPABILITIES = ("train",)
+AUTOGRAD = ("backward", "detach", "requires_grad_", "no_grad")
+# capabilities that are not one op of the catalogue: "train" is autograd + nn + optim (test_models.py),
+# "autocast" mixed precision (test_autocast.py)
+CAPABILITIES = ("train", "autocast")
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,8 @@ STAGES = (
           # detach is there (the same data as a new tensor), as tinygrad code calls it on every stage
           missing={**{op: "stage1 has no autograd (it arrives in stage2_autograd)" for op in AUTOGRAD
                       if op != "detach"},
-                   "train": "stage1 has no autograd, nn or optim: the zoo trains from stage2_autograd on"}),
+                   "train": "stage1 has no autograd, nn or optim: the zoo trains from stage2_autograd on",
+                   "autocast": "stage1 has no autograd: mixed precision arrives with it in stage2_autograd"}),
     Stage("stage2_autograd", devices=("CPU", "CUDA")),
     Stage("stage3_compiler", devices=("CPU", "CUDA")),
 )
