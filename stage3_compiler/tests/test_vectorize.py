@@ -230,34 +230,24 @@ def half_bits(item, opts, target):
 SPECIALS = [np.inf, -np.inf, np.nan, -0.0, 3e-6, -7e-8, 1 + 2**-8, 65520.0]  # (subnormals and ties in both)
 
 
-def same_bits_as_scalar(item, half: str) -> None:
-    """The vector code's bits are the scalar code's, a NaN's sign aside: inf - inf makes a NaN whose sign
-    the instruction and its operands' order decide (x86's default NaN is negative), not IEEE."""
-    opts = heuristic_opts(item, CPU, 1)
+@pytest.mark.parametrize("half", ["bfloat16", "float16"])
+def test_half_lanes_load_as_widened_vectors_and_store_rounded(half):
+    """Half-type lanes (autocast's activations): 16 lanes of `x * 3 + 1` read a vector of 16-bit patterns
+    and widen it to floats, round each op's lanes into the half type (lower.py's casts) and store them
+    rounded: the bits of the lanes computed one by one, through inf, NaN, subnormals, -0.0 and ties."""
+    x = np.random.default_rng(4).standard_normal((4, 48)).astype(np.float32)
+    x[0, :8] = SPECIALS
+    item = last_item(Tensor(x).cast(half).realize() * 3 + 1)
+    opts = [Opt(OptOps.UPCAST, 1, 16)]
+    kernel = lower(item, CPU, tuple(opts))
+    halves = [u for u in kernel.uops if u.lanes == 16 and u.op in (UOps.LOAD, UOps.CAST, UOps.STORE)]
+    assert {u.op for u in halves} == {UOps.LOAD, UOps.CAST, UOps.STORE}
     plain = renderer.CRenderer(16, 32)
     plain.vector_width = 0
     exponent = 0x7C00 if half == "float16" else 0x7F80
 
-    def canonical(bits):
+    def canonical(bits):  # a NaN's sign aside: inf - inf's is the instruction's (x86's default NaN is negative)
         nan = ((bits & exponent) == exponent) & ((bits & (0x7FFF ^ exponent)) != 0)
         return np.where(nan, exponent | 1, bits)
 
     assert np.array_equal(canonical(half_bits(item, opts, CPU)), canonical(half_bits(item, opts, plain)))
-
-
-@pytest.mark.parametrize("half", ["bfloat16", "float16"])
-def test_half_lanes_load_as_widened_vectors_and_store_rounded(half):
-    """Half-type lanes (autocast's): a transposing copy reads vectors of 16-bit patterns and widens them to
-    floats; a matmul tile (in float32: functional.py) rounds each output lane into the half type. Both give
-    the bits of their lanes computed one by one, through inf, NaN, subnormals, -0.0 and rounding ties."""
-    x = np.random.default_rng(4).standard_normal((64, 48)).astype(np.float32)
-    x[0, :8] = SPECIALS
-    copy = last_item(Tensor(x).cast(half).realize().T.contiguous())
-    found = vectors(lower(copy, CPU, heuristic_opts(copy, CPU, 1)))
-    assert found[UOps.LOAD] == {16} and found[UOps.STORE] == {16}
-    same_bits_as_scalar(copy, half)
-    b = np.random.default_rng(5).standard_normal((48, 64)).astype(np.float32)
-    tile = last_item((Tensor(x) @ Tensor(b)).cast(half))
-    kernel = lower(tile, CPU, heuristic_opts(tile, CPU, 1))
-    assert any(u.op is UOps.STORE and u.lanes == 16 and u.srcs[1].dtype.name == half for u in kernel.uops)
-    same_bits_as_scalar(tile, half)
