@@ -54,8 +54,9 @@ class FunctionalMixin(TensorCore):
             return out.squeeze(-1) if b.ndim == 1 else out
         a3 = a2.cast(dtype)._broadcast_to(batch + (M, K))
         b3 = b2.cast(dtype)._broadcast_to(batch + (K, N))
-        # The CPU's float32 rungs read any view through its strides; other kernels take row-major.
-        if dtype is not dtypes.float32 or a3.device != "CPU":
+        # The CPU's float32 rungs read any view through its strides (a half type's through its float32 copy);
+        # other kernels take row-major.
+        if (dtype is not dtypes.float32 and not dtype.is_half) or a3.device != "CPU":
             a3, b3 = a3.contiguous(), b3.contiguous()
         out = a3._alloc(batch + (M, N), dtype)
         if dtype.is_half:  # the float32 GEMM on widened copies, rounded once: the graph keeps the half operands
