@@ -28,7 +28,8 @@ class FunctionalMixin(TensorCore):
         if dtype is dtypes.bool:
             raise TypeError(f"matmul: bool operands are not supported (shapes {a.shape} and {b.shape})")
         wide = dtypes.int64 if dtype is dtypes.uint64 else compute_of(dtype)  # (the GEMMs take no uint64)
-        if wide is not dtype:  # half types multiply in float32, the other ints in int64 (low bits wrap alike)
+        own_gemm = dtype is dtypes.bfloat16 and a.device == "CPU"  # the bfloat16 rung (gemm.py)
+        if wide is not dtype and not own_gemm:  # other half types multiply in float32, small ints in int64
             return a.cast(dtype).cast(wide).matmul(b.cast(dtype).cast(wide)).cast(dtype)
         a2 = a.unsqueeze(0) if a.ndim == 1 else a
         b2 = b.unsqueeze(-1) if b.ndim == 1 else b
@@ -48,12 +49,12 @@ class FunctionalMixin(TensorCore):
             return out.squeeze(-1) if b.ndim == 1 else out
         a3 = a2.cast(dtype)._broadcast_to(batch + (M, K))
         b3 = b2.cast(dtype)._broadcast_to(batch + (K, N))
-        # The CPU's float32 rungs read any view through its strides; other kernels take row-major.
-        if dtype is not dtypes.float32 or a3.device != "CPU":
+        # The CPU's float32 and bfloat16 rungs read any view through its strides; other kernels take row-major.
+        if dtype not in (dtypes.float32, dtypes.bfloat16) or a3.device != "CPU":
             a3, b3 = a3.contiguous(), b3.contiguous()
         out = a3._alloc(batch + (M, N), dtype)
         if out.device == "CPU":
-            batched_matmul(dtype, out, a3, b3, count, M, N, K)  # float32: the CPU GEMM ladder's current rung
+            batched_matmul(dtype, out, a3, b3, count, M, N, K)  # float32 and bfloat16: the CPU GEMM ladder
         else:  # the device's runtime picks its GEMM
             check(out._buf.kernels.matmul(dtype.code, out._ptr(), a3._ptr(), b3._ptr(), count, M, N, K),
                   "matmul", "matmul", a3, b3)

@@ -16,7 +16,9 @@ for the process and, as a context manager, restores them on exit::
         y = x @ w                      # runs csrc/gemm_03_blocked.c on one thread
     gemm.gemm(a, b, c, alpha=2.0, beta=1.0, variant="05_packed")   # the BLAS form, c in place
 
-Shapes, dtypes and strides are checked here, before any C call.
+A bfloat16 ``Tensor.matmul`` on the CPU runs the bfloat16 rung, ``csrc/gemm_bf16.c`` (AMX tiles where the
+CPU, the build and Linux allow them; ``bf16_uses_amx()`` says whether they do). Shapes, dtypes and strides are
+checked here, before any C call.
 """
 
 from __future__ import annotations
@@ -195,8 +197,11 @@ SERIAL_BELOW = 256**3
 def batched_matmul(dtype, out, a3, b3, count: int, M: int, N: int, K: int) -> None:
     """out (count, M, N) = a3 (count, M, K) @ b3 (count, K, N), of one dtype (Tensor.matmul has
     checked them); out is contiguous, a3 and b3 may carry any batch dims. float32 runs the current
-    rung, which reads a3 and b3 through their strides (a transposed or sliced operand is not
-    copied); the other dtypes run csrc/gemm.c on contiguous operands."""
+    rung and bfloat16 the bfloat16 rung, both reading a3 and b3 through their strides (a transposed
+    or sliced operand is not copied); the other dtypes run csrc/gemm.c on contiguous operands."""
+    if dtype is dtypes.bfloat16:
+        _bf16_matmul(out, a3, b3, count, M, N, K)
+        return
     if dtype is not dtypes.float32:
         check(lib.matmul(dtype.code, out._ptr(), a3._ptr(), b3._ptr(), count, M, N, K), "matmul", "matmul", a3, b3)
         return
@@ -223,6 +228,30 @@ def _call_batched(v: Variant, count: int, c, a, a_offsets: list[int], rsa: int, 
                               M, N, K, outer, inner)
     if status != 0:
         raise MemoryError(f"gemm {v.name}: could not allocate packing buffers for {count} x M={M}, N={N}, K={K}")
+
+
+def bf16_uses_amx() -> bool:
+    """Does the bfloat16 rung run on AMX tiles here (csrc/gemm_bf16.c), or on the float32 ladder?"""
+    return bool(lib.gemm_bf16_uses_amx())
+
+
+def _bf16_matmul(out, a3, b3, count: int, M: int, N: int, K: int) -> None:
+    """batched_matmul for bfloat16: csrc/gemm_bf16.c, the products summed in float32 and rounded once."""
+    threads = thread_count()
+    small = M * N * K < SERIAL_BELOW
+    fp = ffi.cast
+    if a3.ndim == 2:
+        status = lib.gemm_bf16(fp("uint16_t *", out._ptr()), N, fp("uint16_t *", a3._ptr()), *a3._strides,
+                               fp("uint16_t *", b3._ptr()), *b3._strides, M, N, K, 1 if small else threads)
+    elif count == 0:
+        return
+    else:
+        outer, inner = (threads, 1) if small or count >= 4 * threads else (1, threads)
+        status = lib.gemm_bf16_batched(count, fp("uint16_t *", out._ptr()), fp("uint16_t *", a3._ptr()),
+                                       int64s(_batch_offsets(a3)), *a3._strides[-2:], fp("uint16_t *", b3._ptr()),
+                                       int64s(_batch_offsets(b3)), *b3._strides[-2:], M, N, K, outer, inner)
+    if status != 0:
+        raise MemoryError(f"matmul bfloat16: could not allocate packing buffers for {count} x M={M}, N={N}, K={K}")
 
 
 def _batch_offsets(x) -> list[int]:

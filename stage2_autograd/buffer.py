@@ -6,6 +6,8 @@ numpy appears here only at the door: copying an array in, and copying bytes out.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from .ckernels import ffi, lib
@@ -15,15 +17,21 @@ from .dtype import DType, half_bits, half_value, python_type
 # Skip zero-filling: every kernel writes its whole output, and fill() exists for zeros.
 _alloc = ffi.new_allocator(should_clear_after_alloc=False)
 lib.keep_freed_memory()  # a step's freed buffers stay for the next step (csrc/memory.c)
+# A buffer starts on a cache line, which is one AVX-512 vector and one AMX tile row: malloc's blocks start 16
+# bytes into one, and then every row a GEMM loads whole straddles two lines (the bfloat16 rung's tiles read
+# A in place; benchmarks/results/gemm_bf16.md). Under ASan a block is exactly its size, so that a read one
+# byte past it is caught.
+ALIGN = 1 if os.environ.get("SITP_SANITIZE") else 64
 
 
 class Buffer:
-    __slots__ = ("nbytes", "mem")
+    __slots__ = ("nbytes", "block", "mem")
     kernels = lib  # what ops call on this memory: the C kernels (device.py)
 
     def __init__(self, nbytes: int):
         self.nbytes = nbytes
-        self.mem = _alloc("char[]", max(nbytes, 1))
+        self.block = _alloc("char[]", max(nbytes, 1) + ALIGN - 1)  # owned: freed with the Buffer
+        self.mem = self.block + (-int(ffi.cast("uintptr_t", self.block))) % ALIGN  # the buffer, within it
 
     def ptr(self, offset: int, dtype: DType):
         """A pointer to element `offset` (in elements of dtype)."""

@@ -54,12 +54,14 @@ class FunctionalMixin(TensorCore):
             return out.squeeze(-1) if b.ndim == 1 else out
         a3 = a2.cast(dtype)._broadcast_to(batch + (M, K))
         b3 = b2.cast(dtype)._broadcast_to(batch + (K, N))
-        # The CPU's float32 rungs read any view through its strides (a half type's through its float32 copy);
-        # other kernels take row-major.
+        # The CPU's float32 and bfloat16 rungs read any view through its strides (float16 through its float32
+        # copy); other kernels take row-major.
         if (dtype is not dtypes.float32 and not dtype.is_half) or a3.device != "CPU":
             a3, b3 = a3.contiguous(), b3.contiguous()
         out = a3._alloc(batch + (M, N), dtype)
-        if dtype.is_half:  # the float32 GEMM on widened copies, rounded once: the graph keeps the half operands
+        if dtype is dtypes.bfloat16 and out.device == "CPU":
+            batched_matmul(dtype, out, a3, b3, count, M, N, K)  # the bfloat16 rung
+        elif dtype.is_half:  # the float32 GEMM on widened copies, rounded once: the graph keeps the half operands
             with no_grad():
                 product, f32 = a3._alloc(batch + (M, N), dtypes.float32), dtypes.float32
                 batched_matmul(f32, product, a3.cast(f32), b3.cast(f32), count, M, N, K)

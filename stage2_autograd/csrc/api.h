@@ -63,6 +63,15 @@ int gemm_batched(gemm_rung rung, int64_t count, float *out, const float *a, cons
                  int64_t csa, const float *b, const int64_t *b_off, int64_t rsb, int64_t csb, int64_t M, int64_t N,
                  int64_t K, int outer_threads, int inner_threads);
 
+/* gemm_bf16.c: the bfloat16 rung, C (bfloat16 bits) = A @ B with float32 sums, strided A and B (AMX tiles
+   where the build and Linux allow, else the float32 ladder on widened copies), and its batched driver. */
+int gemm_bf16_uses_amx(void);
+int gemm_bf16(uint16_t *c, int64_t ldc, const uint16_t *a, int64_t rsa, int64_t csa, const uint16_t *b,
+              int64_t rsb, int64_t csb, int64_t M, int64_t N, int64_t K, int threads);
+int gemm_bf16_batched(int64_t count, uint16_t *out, const uint16_t *a, const int64_t *a_off, int64_t rsa,
+                      int64_t csa, const uint16_t *b, const int64_t *b_off, int64_t rsb, int64_t csb, int64_t M,
+                      int64_t N, int64_t K, int outer_threads, int inner_threads);
+
 /* solve.c: solves a (n, n) @ x = b (n, nrhs) in place (a is destroyed, b becomes x).
    Returns 1 when a is singular. */
 int solve(int dtype, void *a, void *b, int64_t n, int64_t nrhs);

@@ -4,10 +4,11 @@ transposed, stepped, flipped and broadcast operands, alpha and beta (beta == 0 m
 1 and 2 threads; then the registry (discovery, SITP_GEMM, use() and the thread setting), the route from
 Tensor.matmul, and the errors bad input gets. Relative error: max |ours - ref| / max |ref| < 1e-5."""
 
+import ml_dtypes
 import numpy as np
 import pytest
 
-from .. import Tensor, gemm
+from .. import Tensor, gemm, isa
 from ..ckernels import gemm_variants, lib
 
 RUNGS = list(gemm.variants())
@@ -174,6 +175,68 @@ def test_other_dtypes_keep_the_first_gemm():
     a, b = np.arange(12).reshape(3, 4), np.arange(8).reshape(4, 2)
     np.testing.assert_array_equal((Tensor(a) @ Tensor(b)).numpy(), a @ b)
     np.testing.assert_allclose((Tensor(a * 0.5) @ Tensor(b * 0.25)).numpy(), (a * 0.5) @ (b * 0.25))
+
+
+# ---- the bfloat16 rung (csrc/gemm_bf16.c) ----
+
+BF16_SHAPES = [(1, 1, 1), (7, 17, 3), (33, 45, 64), (61, 67, 71), (64, 300, 100), (100, 33, 257), (0, 5, 3),
+               (3, 4, 0), (130, 260, 600)]  # edges of the 32 x 32 blocks, K past 32-tiles and 8-tile blocks
+
+
+def bf16_ints(shape, seed):
+    """Small integers as bfloat16: every product and partial sum is exact in float32 (|sum| < 2^24), so the
+    only rounding is the one at the end, whatever order the rung sums in."""
+    return np.random.default_rng(seed).integers(-8, 9, size=shape).astype(ml_dtypes.bfloat16)
+
+
+@pytest.mark.parametrize("M,N,K", BF16_SHAPES)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_bf16_rung_rounds_the_exact_sum_once(M, N, K, threads):
+    a, b = bf16_ints((M, K), M + K), bf16_ints((K, N), N + 1)
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    with gemm.use(threads=threads):
+        ours = (Tensor(a) @ Tensor(b)).numpy()
+    assert ours.dtype == ml_dtypes.bfloat16
+    np.testing.assert_array_equal(ours.view(np.uint16), exact.astype(np.float32).astype(ml_dtypes.bfloat16)
+                                  .view(np.uint16))
+
+
+def test_bf16_rung_reads_views_and_batches():
+    rng = np.random.default_rng(3)
+    a = rng.integers(-8, 9, size=(3, 40, 70)).astype(ml_dtypes.bfloat16)
+    b = rng.integers(-8, 9, size=(70, 3, 50)).astype(ml_dtypes.bfloat16)
+    at, bt = Tensor(a), Tensor(b).permute(1, 0, 2)  # b's batch dim is its middle one: a strided view
+    exact = a.astype(np.float64) @ b.transpose(1, 0, 2).astype(np.float64)
+    want = exact.astype(np.float32).astype(ml_dtypes.bfloat16).view(np.uint16)
+    np.testing.assert_array_equal((at @ bt).numpy().view(np.uint16), want)
+    np.testing.assert_array_equal((at[:, ::2] @ bt).numpy().view(np.uint16), want[:, ::2])
+    flipped = Tensor(np.ascontiguousarray(a[0].T)).transpose(0, 1)  # column-major A
+    np.testing.assert_array_equal((flipped @ bt[0]).numpy().view(np.uint16), want[0])
+
+
+def test_bf16_rung_on_random_values_and_specials():
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((50, 90)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((90, 40)).astype(ml_dtypes.bfloat16)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    ours = (Tensor(a) @ Tensor(b)).numpy().astype(np.float64)
+    # one rounding to bfloat16 (unit roundoff 2^-8, relative) plus float32 sums (K * 2^-24 of the sum of
+    # magnitudes, the first-order bound on any order of summation)
+    bound = 2.0**-8 * np.abs(a64 @ b64) + 90 * 2.0**-24 * (np.abs(a64) @ np.abs(b64))
+    assert (np.abs(ours - a64 @ b64) <= bound).all()
+    a[3, 5], b[7, 2] = np.inf, np.nan
+    ours = (Tensor(a) @ Tensor(b)).numpy().astype(np.float64)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_array_equal(np.isnan(ours), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(ours), np.isinf(want))
+
+
+def test_bf16_rung_uses_amx_where_the_cpu_has_it():
+    """Where the CPU lists AMX-BF16 and the build is native, the tiles run (else every test above ran the
+    float32 path; the ISA reruns test that one on such a machine)."""
+    if "amx_bf16" not in isa.cpu_flags() or isa.requested() is not isa.ISA.NATIVE:
+        pytest.skip("no AMX-BF16 on this CPU, or a lowered build")
+    assert gemm.bf16_uses_amx()
 
 
 # ---- bad input ----
