@@ -141,11 +141,22 @@ def cmd_check(args) -> int:
 
 
 def stage3_cuda_subset() -> str:
+    """noxfile.py's STAGE3_CUDA_SUBSET, read without importing nox: the file's top-level string constants are
+    evaluated in order (the subset is an f-string over REDUCING_GRADS), anything else is passed over."""
     tree = ast.parse((ROOT / "noxfile.py").read_text())
+    names: dict = {}
     for node in tree.body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "STAGE3_CUDA_SUBSET" for t in node.targets):
-            return ast.literal_eval(node.value)
-    raise SystemExit("gpu_run.py: noxfile.py has no STAGE3_CUDA_SUBSET")
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            continue
+        try:
+            value = eval(compile(ast.Expression(node.value), "noxfile.py", "eval"), {"__builtins__": {}}, names)
+        except Exception:
+            continue
+        if isinstance(value, str):
+            names[node.targets[0].id] = value
+    if "STAGE3_CUDA_SUBSET" not in names:
+        raise SystemExit("gpu_run.py: noxfile.py has no STAGE3_CUDA_SUBSET")
+    return names["STAGE3_CUDA_SUBSET"]
 
 
 def cmd_subset(args) -> int:
@@ -183,7 +194,7 @@ def batches(config, batch: int):
         yield ids[:, :-1], ids[:, 1:]
 
 
-def ours_stepper(number: int, config, batch: int, weights: dict):
+def ours_stepper(number: int, config, batch: int, weights: dict, precision: str = "fp32"):
     from common.models.gpt import GPT
     from common.stages import load_stage
     from common.train.checkpoint import load_model_weights
@@ -198,7 +209,9 @@ def ours_stepper(number: int, config, batch: int, weights: dict):
     data = batches(config, batch)
 
     def train_step(x, y):
-        loss = model.loss(x, y).realize() if number == 3 else model.loss(x, y)
+        # bf16: matmuls and attention in bfloat16 (stage2: on the tensor cores)
+        with T.autocast(stage.dtypes.bfloat16, enabled=precision == "bf16"):
+            loss = model.loss(x, y).realize() if number == 3 else model.loss(x, y)
         loss.backward()
         stage.optim.clip_grad_norm_(opt.params, 1.0)
         opt.step()
@@ -215,7 +228,7 @@ def ours_stepper(number: int, config, batch: int, weights: dict):
     return step
 
 
-def torch_stepper(config, batch: int, weights: dict, device: str):
+def torch_stepper(config, batch: int, weights: dict, device: str, precision: str = "fp32"):
     import torch
 
     from conformance.models import GPT as TorchGPT
@@ -229,7 +242,8 @@ def torch_stepper(config, batch: int, weights: dict, device: str):
 
     def step() -> float:
         x, y = next(data)
-        loss = model.loss(torch.from_numpy(x).to(device), torch.from_numpy(y).to(device))
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=precision == "bf16"):
+            loss = model.loss(torch.from_numpy(x).to(device), torch.from_numpy(y).to(device))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -259,7 +273,8 @@ def cmd_nanogpt(args) -> int:
     config, batch = gpt_config(args.smoke)
     warmup, steps = (2, 2) if args.smoke else (3, args.steps)
     out = Path(args.json)
-    record = {"impl": args.impl, "config": vars(config) | {"batch": batch}, "smoke": args.smoke,
+    record = {"impl": args.impl, "precision": args.precision, "config": vars(config) | {"batch": batch},
+              "smoke": args.smoke,
               "backend": "emulate" if EMULATE else "cupy", "warmup": warmup, "steps_timed": steps,
               "tokens_per_step": batch * config.block_size, "complete": False}
     start = time.perf_counter()
@@ -274,10 +289,10 @@ def cmd_nanogpt(args) -> int:
         record |= {"torch": torch.__version__, "device": device,
                    "matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
                    "gpu": torch.cuda.get_device_name(0) if device == "cuda" else None}
-        step = torch_stepper(config, batch, weights, device)
+        step = torch_stepper(config, batch, weights, device, args.precision)
         sync = (lambda: torch.cuda.synchronize()) if device == "cuda" else (lambda: None)
     else:
-        step = ours_stepper(2 if args.impl == "stage2" else 3, config, batch, weights)
+        step = ours_stepper(2 if args.impl == "stage2" else 3, config, batch, weights, args.precision)
         record["device"] = "CUDA (emulated)" if EMULATE else "CUDA"
         sync = lambda: None  # noqa: E731 (loss.item() already waited for the device)
     record["setup_s"] = time.perf_counter() - start
@@ -300,6 +315,45 @@ def cmd_nanogpt(args) -> int:
     out.write_text(json.dumps(record, indent=1))
     print(f"{args.impl}: median {record['median_ms']:.1f} ms/step over {steps} ({record['tokens_per_s']:,.0f} tok/s); "
           f"warm-up {', '.join(f'{s:.1f}' for s in first)} s; loss {losses[0]:.4f} -> {losses[-1]:.4f}")
+    return 0
+
+
+def cmd_matmul(args) -> int:
+    """A square matmul through the API on the device, median of `--calls` after 2 warm-ups: stage2's
+    `Tensor.matmul` (bfloat16: the top tensor-core rung; float32: the top SIMT rung) or torch's (cuBLAS).
+    Prints and writes GFLOP/s (2n^3 / median)."""
+    import numpy as np
+
+    n, calls = args.n, args.calls
+    host = np.random.default_rng(0).standard_normal((2, n, n)).astype(np.float32)
+    if args.impl == "torch":
+        import torch
+
+        if not torch.cuda.is_available():
+            print("skipped: no GPU (torch.cuda.is_available() is False)")
+            return 3
+        a, b = (torch.from_numpy(h).cuda().to(getattr(torch, args.dtype)) for h in host)
+        product, sync = (lambda: a @ b), torch.cuda.synchronize
+    else:
+        from common.stages import load_stage
+
+        stage = load_stage(2)
+        a, b = (stage.Tensor(h, device="CUDA").cast(getattr(stage.dtypes, args.dtype)) for h in host)
+        product = lambda: a @ b  # noqa: E731
+        sync = lambda: (a @ b)[0, 0].item()  # noqa: E731 (a read waits for every launch before it)
+    times = []
+    for i in range(calls + 2):
+        sync()
+        t0 = time.perf_counter()
+        product()
+        sync()
+        if i >= 2:
+            times.append(time.perf_counter() - t0)
+    med = statistics.median(times)
+    record = {"impl": args.impl, "dtype": args.dtype, "n": n, "calls": calls, "median_s": med,
+              "gflops": 2 * n**3 / med / 1e9, "backend": "emulate" if EMULATE else "cupy"}
+    Path(args.json).write_text(json.dumps(record, indent=1))
+    print(f"{args.impl} {args.dtype} n={n}: {record['gflops']:,.0f} GFLOP/s (median of {calls})")
     return 0
 
 
@@ -344,9 +398,9 @@ def cmd_profile(args) -> int:
     weights = initial_weights(config)
     device = "cpu" if args.torch_cpu else "cuda"
     if args.impl == "torch":
-        step = torch_stepper(config, batch, weights, device)
+        step = torch_stepper(config, batch, weights, device, args.precision)
     else:
-        step = ours_stepper(2 if args.impl == "stage2" else 3, config, batch, weights)
+        step = ours_stepper(2 if args.impl == "stage2" else 3, config, batch, weights, args.precision)
     for _ in range(3):
         step()
     steps = 3
@@ -380,6 +434,14 @@ def main(argv: list[str]) -> int:
     p.add_argument("--smoke", action="store_true")
     p.add_argument("--steps", type=int, default=10, help="timed steps after the 3 warm-ups (--smoke: 2)")
     p.add_argument("--torch-cpu", action="store_true", help="torch on the CPU (rehearsing without a GPU)")
+    p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                   help="bf16: the step under autocast (stage2's matmuls on the tensor cores; torch's autocast)")
+    p.add_argument("--json", required=True)
+    p = sub.add_parser("matmul")
+    p.add_argument("--impl", choices=("stage2", "torch"), required=True)
+    p.add_argument("--dtype", choices=("float32", "bfloat16"), default="bfloat16")
+    p.add_argument("--n", type=int, default=4096)
+    p.add_argument("--calls", type=int, default=10)
     p.add_argument("--json", required=True)
     p = sub.add_parser("profile")
     p.add_argument("--impl", choices=("stage2", "stage3", "torch"), required=True)
@@ -390,7 +452,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("inputs", nargs="*")
     args = parser.parse_args(argv)
     return {"env": cmd_env, "check": cmd_check, "subset": cmd_subset, "nanogpt": cmd_nanogpt,
-            "merge": cmd_merge, "profile": cmd_profile}[args.cmd](args)
+            "matmul": cmd_matmul, "merge": cmd_merge, "profile": cmd_profile}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,8 @@
 #                  each in its own process; nanogpt_merge -> $OUT/nanogpt_gpu.json
 #   on request only (--only): profile_stage2, profile_stage3, profile_torch (kernel and host profiles of
 #                  a step), gemm_sweep (benchmarks/gemm_sweep.py), nanogpt_stage3_nolocal (stage3's step
-#                  with PASSES=-local, to set beside nanogpt_stage3's)
+#                  with PASSES=-local, to set beside nanogpt_stage3's), half_precision (stage2's bfloat16
+#                  Tensor.matmul against cuBLAS's at n=4096, the nanoGPT step under bf16 autocast: stage2, torch)
 #
 # --smoke shrinks every part (GEMM n=64, a 2-layer toy GPT, 2 timed steps, pytest -x on a few dozen tests).
 # SITP_CUDA_BACKEND=emulate runs the stages' cuda devices on the CPU emulator (common/cuda_emulation.py)
@@ -271,6 +272,23 @@ fi
 if [ -n "$ONLY" ] && wanted gemm_sweep; then
   part gemm_sweep 150 0 "$WORK/gemm_sweep.log" "$PY" benchmarks/gemm_sweep.py --json "$WORK/gemm_sweep.json"
   tail -n 40 "$WORK/gemm_sweep.log"  # the tables, into the reply
+fi
+
+# ---- on request only (--only half_precision): bfloat16 from the API, the tensor cores through Tensor ----
+# stage2's bf16 Tensor.matmul against torch's (cuBLAS) at n=4096, and the nanoGPT step under bf16 autocast,
+# stage2 and torch (stage3's cuda renderer does not take the half types yet); JSONs in the tarball.
+
+if [ -n "$ONLY" ] && wanted half_precision; then
+  MATMUL=("$PY" benchmarks/gpu_run.py matmul --n "$([ "$SMOKE" = 1 ] && echo 64 || echo 4096)")
+  ONLY="" part matmul_bf16_stage2 40 0 "$WORK/matmul_bf16_stage2.log" "${MATMUL[@]}" --impl stage2 \
+    --json "$WORK/matmul_bf16_stage2.json"
+  ONLY="" part matmul_bf16_torch 30 0 "$WORK/matmul_bf16_torch.log" "${MATMUL[@]}" --impl torch \
+    --json "$WORK/matmul_bf16_torch.json"
+  ONLY="" part nanogpt_bf16_stage2 60 0 "$WORK/nanogpt_bf16_stage2.log" "${NANO[@]}" --impl stage2 --precision bf16 \
+    --json "$WORK/nanogpt_bf16_stage2.json"
+  ONLY="" part nanogpt_bf16_torch 40 0 "$WORK/nanogpt_bf16_torch.log" "${NANO[@]}" --impl torch --precision bf16 \
+    --json "$WORK/nanogpt_bf16_torch.json"
+  tail -n 1 "$WORK"/matmul_bf16_*.log "$WORK"/nanogpt_bf16_*.log  # the figures, into the reply
 fi
 
 # ---- what comes back: at most 8 files ----

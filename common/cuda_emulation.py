@@ -39,6 +39,8 @@ static const sitp_dim3 blockIdx = {0, 0, 0}, threadIdx = {0, 0, 0}, blockDim = {
 #define __shared__ static
 #define __syncthreads() ((void)0)
 static inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
+static inline float __uint_as_float(unsigned i) { float f; std::memcpy(&f, &i, 4); return f; }
+static inline unsigned __float_as_uint(float f) { unsigned i; std::memcpy(&i, &f, 4); return i; }
 static inline double __longlong_as_double(long long i) { double d; std::memcpy(&d, &i, 8); return d; }
 template <class T, class U> static inline T atomicAdd(T *p, U v) { T old = *p; *p = (T)(*p + (T)v); return old; }
 """
@@ -275,7 +277,8 @@ SERIAL_FLAGS = ("-O1", "-std=c++17")
 GEMM_FLAGS = ("-O1", "-std=c++20", "-pthread")
 _CTYPES = {np.uint64: ctypes.c_uint64, np.int64: ctypes.c_int64, np.int32: ctypes.c_int32,
            np.float32: ctypes.c_float, np.float64: ctypes.c_double, np.uint8: ctypes.c_uint8,
-           np.bool_: ctypes.c_uint8}
+           np.bool_: ctypes.c_uint8, np.int8: ctypes.c_int8, np.int16: ctypes.c_int16, np.uint16: ctypes.c_uint16,
+           np.uint32: ctypes.c_uint32}
 
 
 def _arg(x):

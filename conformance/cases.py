@@ -35,12 +35,12 @@ HALVES = ("float16", "bfloat16")
 SMALL_INTS = ("int8", "int16", "uint8", "uint16", "uint32", "uint64")
 
 
-def cpu_only(stage: Any) -> None:
-    """Skip a test of the half types or the small ints on a cuda device, which does not compute them yet."""
-    if stage.devices[0] != "CPU":
-        pytest.skip("the cuda devices compute bool, int32, int64, float32 and float64; the half types and the "
-                    "small and unsigned ints run on the CPU (stage2's CUDA kernels and stage3's CUDA renderer do "
-                    "not take them yet)")
+def new_dtypes_here(stage: Any) -> None:
+    """Skip a test of the half types or the small ints on a device that does not compute them (stage3's cuda
+    device: its renderer does not take them yet)."""
+    if stage.devices[0] not in stage.new_dtype_devices:
+        pytest.skip(f"{stage.name} on {stage.devices[0]} computes bool, int32, int64, float32 and float64; the half "
+                    "types and the small and unsigned ints run on its CPU")
 
 
 def is_float(dtype: str) -> bool:

@@ -26,6 +26,9 @@ class Stage:
     name: str  # the package, also the value of --stage
     devices: tuple[str, ...]  # the first is the default device, as Tensor.device spells it
     missing: dict[str, str] = field(default_factory=dict)  # op -> why this stage lacks it
+    # the devices with kernels for the half types and the small and unsigned ints (the others compute bool,
+    # int32, int64, float32 and float64 only)
+    new_dtype_devices: tuple[str, ...] = ("CPU",)
 
     @property
     def module(self) -> ModuleType:
@@ -46,7 +49,7 @@ STAGES = (
                       if op != "detach"},
                    "train": "stage1 has no autograd, nn or optim: the zoo trains from stage2_autograd on",
                    "autocast": "stage1 has no autograd: mixed precision arrives with it in stage2_autograd"}),
-    Stage("stage2_autograd", devices=("CPU", "CUDA")),
+    Stage("stage2_autograd", devices=("CPU", "CUDA"), new_dtype_devices=("CPU", "CUDA")),
     Stage("stage3_compiler", devices=("CPU", "CUDA")),
 )
 BY_NAME = {s.name: s for s in STAGES}

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conformance.cases import cpu_only, expect
+from conformance.cases import expect, new_dtypes_here
 
 HALVES = ("bfloat16", "float16")
 U = {"bfloat16": 2.0**-8, "float16": 2.0**-11}  # unit roundoff
@@ -25,7 +25,7 @@ FLOAT32_SUM = 2.0**-18  # a float32 sum of K <= 40 products errs by at most K 2^
 
 @pytest.fixture(autouse=True)
 def _on_the_cpu(stage):
-    cpu_only(stage)
+    new_dtypes_here(stage)
 
 
 def _inputs(seed: int, *shapes) -> list[np.ndarray]:

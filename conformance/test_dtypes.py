@@ -8,14 +8,14 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from conformance.cases import cpu_only, expect
+from conformance.cases import expect, new_dtypes_here
 
 BF16 = ml_dtypes.bfloat16
 
 
 @pytest.fixture(autouse=True)
 def _on_the_cpu(stage):
-    cpu_only(stage)
+    new_dtypes_here(stage)
 
 
 def _bits(t, dtype) -> list[int]:

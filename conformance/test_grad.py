@@ -43,7 +43,7 @@ from conformance.cases import (
     D,
     Index,
     case,
-    cpu_only,
+    new_dtypes_here,
     sample_marks,
     view_marks,
 )
@@ -237,7 +237,7 @@ def test_grad(stage, op, dtype, case):
 @pytest.mark.needs("backward")
 @pytest.mark.parametrize("op, dtype, case", HALF_GRAD_CASES)
 def test_half_grad(stage, op, dtype, case):
-    cpu_only(stage)
+    new_dtypes_here(stage)
     _check_grad(stage, op, dtype, case)
 
 

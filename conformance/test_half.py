@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.cases import HALVES, cpu_only, sample_marks
+from conformance.cases import HALVES, new_dtypes_here, sample_marks
 from conformance.catalogue import CATALOGUE
 from conformance.checks import run_case
 
@@ -43,5 +43,5 @@ CASES = _cases()
 
 @pytest.mark.parametrize("op, dtype, case", CASES)
 def test_half(stage, op, dtype, case):
-    cpu_only(stage)
+    new_dtypes_here(stage)
     run_case(stage, op, dtype, case)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.cases import SMALL_INTS, cpu_only, sample_marks
+from conformance.cases import SMALL_INTS, new_dtypes_here, sample_marks
 from conformance.catalogue import CATALOGUE
 from conformance.checks import run_case
 
@@ -56,5 +56,5 @@ def test_every_named_op_is_in_the_catalogue():
 
 @pytest.mark.parametrize("op, dtype, case", CASES)
 def test_small_int(stage, op, dtype, case):
-    cpu_only(stage)
+    new_dtypes_here(stage)
     run_case(stage, op, dtype, case)

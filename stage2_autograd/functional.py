@@ -17,6 +17,15 @@ from .ops import Ops
 from .shape import broadcast_shapes, normalize_axis
 
 
+def _product(dtype, out, a3, b3, count: int, M: int, N: int, K: int) -> None:
+    """out = a3 @ b3 (count products of one dtype) on their device: the CPU's GEMM ladder, or the device's runtime."""
+    if out.device == "CPU":
+        batched_matmul(dtype, out, a3, b3, count, M, N, K)
+    else:
+        check(out._buf.kernels.matmul(dtype.code, out._ptr(), a3._ptr(), b3._ptr(), count, M, N, K),
+              "matmul", "matmul", a3, b3)
+
+
 class FunctionalMixin(TensorCore):
     # ---- linear algebra ----
 
@@ -59,18 +68,13 @@ class FunctionalMixin(TensorCore):
         if (dtype is not dtypes.float32 and not dtype.is_half) or a3.device != "CPU":
             a3, b3 = a3.contiguous(), b3.contiguous()
         out = a3._alloc(batch + (M, N), dtype)
-        if dtype is dtypes.bfloat16 and out.device == "CPU":
-            batched_matmul(dtype, out, a3, b3, count, M, N, K)  # the bfloat16 rung
-        elif dtype.is_half:  # the float32 GEMM on widened copies, rounded once: the graph keeps the half operands
+        if dtype is dtypes.float16:  # the float32 GEMM on widened copies, rounded once: the graph keeps the halves
             with no_grad():
                 product, f32 = a3._alloc(batch + (M, N), dtypes.float32), dtypes.float32
-                batched_matmul(f32, product, a3.cast(f32), b3.cast(f32), count, M, N, K)
+                _product(f32, product, a3.cast(f32), b3.cast(f32), count, M, N, K)
                 out = product.cast(dtype)
-        elif out.device == "CPU":
-            batched_matmul(dtype, out, a3, b3, count, M, N, K)  # float32: the CPU GEMM ladder's current rung
-        else:  # the device's runtime picks its GEMM
-            check(out._buf.kernels.matmul(dtype.code, out._ptr(), a3._ptr(), b3._ptr(), count, M, N, K),
-                  "matmul", "matmul", a3, b3)
+        else:  # bfloat16 too: the CPU's bfloat16 rung, the cuda device's tensor-core rung
+            _product(dtype, out, a3, b3, count, M, N, K)
         out = record(out, Ops.MATMUL, (a3, b3))
         if a.ndim == 1:
             out = out.squeeze(-2)

@@ -46,11 +46,26 @@ twin: one Adam/AdamW step in place, flat (ndim = 1), c1 = 1 - b1 and c2 = 1 - b2
 
 from __future__ import annotations
 
-CTYPES = {"bool": "u8", "int32": "int", "int64": "i64", "float32": "float", "float64": "double"}
-UNSIGNED = {"int32": "unsigned", "int64": "u64"}
+CORE = {"bool": "u8", "int32": "int", "int64": "i64", "float32": "float", "float64": "double"}
+# The other eight are storage, as in the C kernels: a cast widens them to a core dtype (the half types to
+# float32, the small ints to int64) before anything computes, and data moves by element size.
+STORAGE = {"int8": "signed char", "int16": "short", "uint8": "u8", "uint16": "unsigned short", "uint32": "unsigned",
+           "uint64": "u64", "float16": "unsigned short", "bfloat16": "unsigned short"}
+CTYPES = CORE | STORAGE
+UNSIGNED = {"int32": "unsigned", "int64": "u64", "uint64": "u64"}
 DTYPES = tuple(CTYPES)
 FLOATS = ("float32", "float64")
 INTS = ("int32", "int64")
+HALVES = ("float16", "bfloat16")
+STORAGE_KINDS = ("cast", "copy", "where", "gather", "fill")  # the kinds that take a storage dtype
+UINT64_KINDS = ("unary", "binary", "reduce", "arg_reduce")  # uint64 computes in these too (it fits no wider int)
+# csrc/elementwise.c's cast pairs beyond the core dtypes among themselves (dtype.cast_hub routes any other
+# pair through one of these): the small ints to and from int64, uint64 to and from the floats, the half
+# types to and from float32.
+CAST_HUB = ({(d, "int64") for d in ("int8", "int16", "uint8", "uint16", "uint32", "uint64")}
+            | {("int64", d) for d in ("int8", "int16", "uint8", "uint16", "uint32", "uint64")}
+            | {("float32", "uint64"), ("float64", "uint64"), ("uint64", "float32"), ("uint64", "float64")}
+            | {(h, "float32") for h in HALVES} | {("float32", h) for h in HALVES})
 MAX_NDIM = 64  # as in csrc/kernels.h
 REDUCE_THREADS = 256
 
@@ -70,11 +85,42 @@ __device__ __forceinline__ i64 ipow_i64(i64 x, i64 y) {
   while (y > 0) { if (y & 1) r *= b; b *= b; y >>= 1; }
   return (i64)r;
 }
+__device__ __forceinline__ u64 ipow_u64(u64 x, u64 y) {
+  u64 r = 1, b = x;
+  while (y > 0) { if (y & 1) r *= b; b *= b; y >>= 1; }
+  return r;
+}
 /* csrc/random.c's generator: SplitMix64's finaliser, so both devices draw the same stream. */
 __device__ __forceinline__ u64 mix64(u64 z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
+}
+/* csrc/half.h's conversions, the same integer arithmetic on the bits: float16 and bfloat16 are 16-bit
+   storage, widened to float exactly and narrowed by rounding to nearest even (a NaN to the quiet NaN). */
+__device__ __forceinline__ unsigned shift_rne(unsigned x, unsigned shift) {
+  return (x + ((1u << (shift - 1)) - 1u) + ((x >> shift) & 1u)) >> shift;
+}
+__device__ __forceinline__ float f16_to_f32(unsigned short h) {
+  const float magnitude = __uint_as_float((unsigned)(h & 0x7fffu) << 13) * 0x1p112f;
+  const unsigned special = (h & 0x7c00u) == 0x7c00u ? 0x7f800000u : 0u;
+  return __uint_as_float(__float_as_uint(magnitude) | special | ((unsigned)(h & 0x8000u) << 16));
+}
+__device__ __forceinline__ unsigned short f32_to_f16(float f) {
+  const unsigned u = __float_as_uint(f), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+  const unsigned e = a >> 23, at_least = e > 102u ? e : 102u, clamped = at_least < 112u ? at_least : 112u;
+  const unsigned normal = shift_rne(a - (112u << 23), 13);
+  const unsigned subnormal = shift_rne((a & 0x7fffffu) | 0x800000u, 126u - clamped);
+  unsigned r = a >= 0x38800000u ? normal : subnormal;
+  r = a >= 0x477ff000u ? 0x7c00u : r;
+  r = a > 0x7f800000u ? 0x7e00u : r;
+  r &= 0u - (unsigned)(a >= 0x33000000u);
+  return (unsigned short)(sign | r);
+}
+__device__ __forceinline__ float bf16_to_f32(unsigned short bits) { return __uint_as_float((unsigned)bits << 16); }
+__device__ __forceinline__ unsigned short f32_to_bf16(float f) {
+  const unsigned u = __float_as_uint(f), a = u & 0x7fffffffu;
+  return a > 0x7f800000u ? (unsigned short)0x7fc0 : (unsigned short)(((u >> 16) & 0x8000u) | shift_rne(a, 16));
 }
 #define SITP_INF_F __int_as_float(0x7f800000)
 #define SITP_INF __longlong_as_double(0x7ff0000000000000LL)
@@ -105,8 +151,9 @@ def _gelu_slope(suffix: str) -> str:
 
 INT_UNARY = {"neg": "(T)(0 - (U)x)", "abs": "x < 0 ? (T)(0 - (U)x) : x", "sign": "(T)((x > 0) - (x < 0))",
              "not": "~x"}
+UINT_UNARY = {"neg": "(T)(0 - x)", "abs": "x", "sign": "(T)(x != 0)", "not": "~x"}  # (x < 0 never holds)
 UNARY = {"float32": _float_unary("f"), "float64": _float_unary(""), "int32": INT_UNARY, "int64": INT_UNARY,
-         "bool": {"not": "(u8)!x"}}
+         "uint64": UINT_UNARY, "bool": {"not": "(u8)!x"}}
 
 COMPARE = {"cmplt": "x < y", "cmple": "x <= y", "cmpeq": "x == y", "cmpne": "x != y"}
 FLOAT_BINARY = {"add": "x + y", "sub": "x - y", "mul": "x * y", "div": "x / y", "pow": "POW(x, y)",
@@ -118,14 +165,14 @@ BOOL_BINARY = {"max": "x | y", "or": "x | y", "min": "x & y", "and": "x & y", "x
                "cmpne": "x ^ y", "cmpeq": "x == y", "cmplt": "x < y", "cmple": "x <= y"}
 BINARY = {"float32": FLOAT_BINARY | COMPARE | {"gelu_grad": _gelu_slope("f")},
           "float64": FLOAT_BINARY | COMPARE | {"gelu_grad": _gelu_slope("")}, "int32": INT_BINARY | COMPARE,
-          "int64": INT_BINARY | COMPARE, "bool": BOOL_BINARY}
+          "int64": INT_BINARY | COMPARE, "uint64": INT_BINARY | COMPARE, "bool": BOOL_BINARY}
 SQRT = {"float32": "sqrtf", "float64": "sqrt"}
-POW = {"float32": "powf", "float64": "pow", "int32": "ipow_int", "int64": "ipow_i64"}
+POW = {"float32": "powf", "float64": "pow", "int32": "ipow_int", "int64": "ipow_i64", "uint64": "ipow_u64"}
 
 LOWEST = {"float32": "-SITP_INF_F", "float64": "-SITP_INF", "int32": "(-2147483647 - 1)",
-          "int64": "(-9223372036854775807LL - 1)", "bool": "0"}
+          "int64": "(-9223372036854775807LL - 1)", "uint64": "0ULL", "bool": "0"}
 HIGHEST = {"float32": "SITP_INF_F", "float64": "SITP_INF", "int32": "2147483647",
-           "int64": "9223372036854775807LL", "bool": "1"}
+           "int64": "9223372036854775807LL", "uint64": "18446744073709551615ULL", "bool": "1"}
 REDUCE = {"reduce_add": ("0", "acc + x", "(T)((U)acc + (U)x)"),
           "reduce_mul": ("1", "acc * x", "(T)((U)acc * (U)x)"),
           "reduce_max": (None, "(x > acc || x != x) ? x : acc", "x > acc ? x : acc"),
@@ -167,10 +214,17 @@ def _check_dtypes(kind: str, op: str | None, dtype_in: str, dtype_out: str) -> N
     def fail(expected: str):
         raise TypeError(f"cuda source {kind} {op}: {dtype_in} -> {dtype_out} is not supported; expected {expected}")
 
+    computes = CORE.keys() | ({"uint64"} if kind in UINT64_KINDS else set())
+    if kind not in STORAGE_KINDS and (dtype_in not in computes or dtype_out not in computes):
+        fail(f"one of {sorted(computes)}: the others are storage, widened before anything computes")
+    if kind == "cast" and (dtype_in not in CORE or dtype_out not in CORE):
+        if (dtype_out, dtype_in) not in CAST_HUB:
+            fail("a pair of csrc/elementwise.c's cast (dtype.cast_hub takes any other in two steps)")
+        return
     if kind in ("unary", "binary"):
-        table = (UNARY if kind == "unary" else BINARY)[dtype_in]
-        if op not in table:
-            fail(f"an input dtype with {op}: {[d for d in DTYPES if op in (UNARY if kind == 'unary' else BINARY)[d]]}")
+        tables = UNARY if kind == "unary" else BINARY
+        if op not in tables[dtype_in]:
+            fail(f"an input dtype with {op}: {[d for d in DTYPES if op in tables.get(d, {})]}")
         want = "bool" if kind == "binary" and op in COMPARE else dtype_in
         if dtype_out != want:
             fail(f"output {want}")
@@ -249,8 +303,17 @@ def _where(name, op, dtype_in, dtype_out, ndim):
                    body)
 
 
+HALF_TO_F32 = {"float16": "f16_to_f32", "bfloat16": "bf16_to_f32"}
+F32_TO_HALF = {"float16": "f32_to_f16", "bfloat16": "f32_to_bf16"}
+
+
 def _cast(name, op, dtype_in, dtype_out, ndim):
-    expr = "(OUT)(x != 0)" if dtype_out == "bool" else "(OUT)x"  # to bool means "is nonzero"
+    if dtype_in in HALVES:
+        expr = f"{HALF_TO_F32[dtype_in]}(x)"
+    elif dtype_out in HALVES:
+        expr = f"{F32_TO_HALF[dtype_out]}(x)"
+    else:
+        expr = "(OUT)(x != 0)" if dtype_out == "bool" else "(OUT)x"  # to bool means "is nonzero"
     body = (_types(dtype_in, dtype_out) + "  GRID_STRIDE(i, n) {\n" + _offsets(ndim, "a")
             + f"    const T x = a[oa];\n    out[i] = {expr};\n  }}\n")
     return _kernel(name, f"{CTYPES[dtype_out]} *out, const {CTYPES[dtype_in]} *a, i64 n" + _params(ndim, "a"), body)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ckernels import ffi
-from ..dtype import dtypes
+from ..dtype import dtypes, half_bits
 from ..ops import Ops
 from . import elementwise_src as gen
 from . import gemm
@@ -39,22 +39,20 @@ REDUCE_BLOCKS_PER_SM = 4
 GEMM_BLOCKS_PER_SM = 2
 SPLIT_REDUCE_MIN = 2048  # terms per block, at least, when one output's reduction is split across blocks
 SPLIT_K_MIN = 256  # K per slice, at least, when a matmul's K is split across blocks
-BY_ITEMSIZE = {1: "bool", 4: "int32", 8: "int64"}  # copies move bits: any dtype of the size will do
+BY_ITEMSIZE = {1: "bool", 2: "uint16", 4: "int32", 8: "int64"}  # copies move bits: any dtype of the size will do
 
 
 def dtype_name(code: int) -> str:
     """The generator's name of a dtype code; a TypeError for the dtypes the device does not compute yet."""
     name = next(dt.name for dt in dtypes.all if dt.code == code)
     if name not in gen.CTYPES:
-        raise TypeError(f"cuda: {name} tensors are not computed on the cuda device yet (the CPU computes them); "
-                        f"expected one of {list(gen.CTYPES)}")
+        raise TypeError(f"cuda: no kernels for {name} tensors; expected one of {list(gen.CTYPES)}")
     return name
 
 
 def by_itemsize(itemsize: int) -> str:
     if itemsize not in BY_ITEMSIZE:
-        raise TypeError(f"cuda: no copy kernel for {itemsize}-byte elements yet (the half types and 16-bit ints "
-                        "run on the CPU)")
+        raise TypeError(f"cuda: no copy kernel for {itemsize}-byte elements; expected one of {list(BY_ITEMSIZE)}")
     return BY_ITEMSIZE[itemsize]
 
 
@@ -80,8 +78,11 @@ class Runtime:
         self.backend = backend
         self._functions: dict[object, object] = {}  # a kernel's key (or a rung's name) -> it
         fp32 = [v for v in gemm.variants().values() if v.precision == "fp32" and backend.runs(v)]
-        # The top float32 rung; the bf16 rungs above it round the inputs, which float32 matmul must not.
+        bf16 = [v for v in gemm.variants().values() if v.precision == "bf16" and backend.runs(v)]
+        # The top float32 rung for float32 (the bf16 rungs above it round the inputs, which float32 matmul
+        # must not), and the top bf16 rung, on the tensor cores, for bfloat16 tensors.
         self.gemm_variant = fp32[-1] if fp32 else None
+        self.gemm_bf16_variant = bf16[-1] if bf16 else None
         self.multiprocessors = backend.multiprocessors
 
     # ---- compiling and launching ----
@@ -224,7 +225,11 @@ class Runtime:
     def fill_value(self, out, n: int, dtype: str, value) -> int:
         """n copies of value (a Python or numpy scalar) as dtype: what Buffer.fill asks for."""
         fn = self._function("fill", None, dtype, dtype, 1)
-        scalar = np.asarray(value, dtype=getattr(dtypes, dtype).np)
+        dt = getattr(dtypes, dtype)
+        if dt.is_half:  # the kernels hold its bits, rounded through float32 as the CPU's fill rounds them
+            scalar = np.asarray(half_bits(float(value), dt), dtype=np.uint16)
+        else:
+            scalar = np.asarray(value, dtype=dt.np)
         if dtype == "bool":
             scalar = scalar.astype(np.uint8)  # the kernels' bool is an unsigned char
         self._launch(fn, n, [_ptr(out), np.int64(n), scalar[()]])
@@ -274,6 +279,8 @@ class Runtime:
         name = dtype_name(dtype)
         if batch * M * N == 0:
             return 0
+        if name == "bfloat16":
+            return self._matmul_bf16(out, a, b, batch, M, N, K)
         v = self.gemm_variant
         if name != "float32" or v is None or K == 0 or max(M * K, K * N, M * N) >= gemm.INT_LIMIT:
             fn = self._try("matmul", None, name, name, 3)
@@ -281,18 +288,43 @@ class Runtime:
                 return -1
             self._launch(fn, batch * M * N, [_ptr(out), _ptr(a), _ptr(b), *map(np.int64, (batch, M, N, K))])
             return 0
-        fn = self._functions.get(v.name)
-        if fn is None:
-            fn = self._functions[v.name] = self.backend.gemm_function(v)
+        fn = self._rung(v)
         slices = self._k_slices(v, batch, M, N, K)
         if slices > 1:
             self._matmul_split_k(fn, v, out, a, b, M, N, K, slices)
             return 0
-        c0, a0, b0 = (int(_ptr(p)) for p in (out, a, b))
-        for z in range(0, batch, gemm.MAX_BATCH):  # the whole batch in one launch (grid depth), up to gridDim.z's limit
-            args = [np.uint64(c0 + 4 * z * M * N), np.uint64(a0 + 4 * z * M * K), np.uint64(b0 + 4 * z * K * N),
+        self._launch_rung(v, int(_ptr(out)), int(_ptr(a)), int(_ptr(b)), batch, M, N, K)
+        return 0
+
+    def _rung(self, v: gemm.Variant):
+        fn = self._functions.get(v.name)
+        if fn is None:
+            fn = self._functions[v.name] = self.backend.gemm_function(v)
+        return fn
+
+    def _launch_rung(self, v: gemm.Variant, c0: int, a0: int, b0: int, batch: int, M: int, N: int, K: int) -> None:
+        """C (float32) = A @ B for `batch` row-major products lying one after another, in one launch (the grid's
+        depth) up to gridDim.z's limit; A and B are float32 or bfloat16 bits, as the rung takes them."""
+        item = 4 if v.precision == "fp32" else 2
+        for z in range(0, batch, gemm.MAX_BATCH):
+            args = [np.uint64(c0 + 4 * z * M * N), np.uint64(a0 + item * z * M * K), np.uint64(b0 + item * z * K * N),
                     np.int32(M), np.int32(N), np.int32(K), np.float32(1.0), np.float32(0.0)]
-            fn(v.grid(M, N, min(batch - z, gemm.MAX_BATCH)), (v.threads, 1, 1), args, shared_mem=v.smem)
+            self._rung(v)(v.grid(M, N, min(batch - z, gemm.MAX_BATCH)), (v.threads, 1, 1), args, shared_mem=v.smem)
+
+    def _matmul_bf16(self, out, a, b, batch: int, M: int, N: int, K: int) -> int:
+        """bfloat16 on the tensor cores: the top bf16 rung sums in float32 into a scratch C, which one cast
+        rounds into out (as the CPU's bfloat16 rung rounds each sum once). -1 where no rung runs or a
+        matrix is past the rungs' int indexing."""
+        v = self.gemm_bf16_variant
+        if v is None or max(M * K, K * N, M * N) >= gemm.INT_LIMIT:
+            return -1
+        n = batch * M * N
+        if K == 0:
+            return self.fill_value(out, n, "bfloat16", 0.0)
+        product = self.backend.alloc(4 * n)
+        self._launch_rung(v, product.ptr, int(_ptr(a)), int(_ptr(b)), batch, M, N, K)
+        cast = self._function("cast", None, "float32", "bfloat16", 1)
+        self._launch(cast, n, [_ptr(out), np.uint64(product.ptr), np.int64(n), np.int64(n), np.int64(1)])
         return 0
 
     def _k_slices(self, v: gemm.Variant, batch: int, M: int, N: int, K: int) -> int:

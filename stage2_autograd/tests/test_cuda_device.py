@@ -141,6 +141,26 @@ def test_ops_match_the_cpu(cuda):
         np.testing.assert_allclose(ours.numpy(), cpu.numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
 
 
+def test_bfloat16_matmul_runs_on_the_tensor_cores(cuda):
+    """A bfloat16 matmul on the device runs the top bf16 rung (mma.sync or wgmma), sums in float32 and rounds
+    once: on small integers, whose sums are exact, it equals the exact product rounded, bit for bit, as the
+    CPU's bfloat16 rung does. Batched, edges past the 128 x 128 tiles, and the half types' casts and copies
+    on the way."""
+    from ..cuda.runtime import runtime
+
+    assert runtime().gemm_bf16_variant is not None and runtime().gemm_bf16_variant.precision == "bf16"
+    rng = np.random.default_rng(1)
+    a = rng.integers(-8, 9, size=(3, 130, 70)).astype(np.float32)
+    b = rng.integers(-8, 9, size=(3, 70, 140)).astype(np.float32)
+    exact = (a.astype(np.float64) @ b).astype(np.float32)
+    for dtype in (dtypes.bfloat16, dtypes.float16):
+        ours = (Tensor(a, device=cuda).cast(dtype) @ Tensor(b, device=cuda).cast(dtype)).numpy()
+        cpu = (Tensor(a).cast(dtype) @ Tensor(b).cast(dtype)).numpy()
+        want = Tensor(exact).cast(dtype).numpy()
+        np.testing.assert_array_equal(ours.view(np.uint16), want.view(np.uint16), err_msg=dtype.name)
+        np.testing.assert_array_equal(cpu.view(np.uint16), want.view(np.uint16), err_msg=dtype.name)
+
+
 def test_split_work_matches_the_cpu(cuda, monkeypatch):
     """A reduction to a few outputs from many terms, and a matmul of few C tiles with a long K, are cut
     across blocks (runtime.py: _reduce_split, _matmul_split_k); the emulator poses as a 2-SM GPU, so
