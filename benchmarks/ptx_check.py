@@ -50,7 +50,7 @@ def _stage3_graphs(T, np, dtypes) -> list:
     """Graphs whose kernels cover what stage3's renderer writes: each dtype through the elementwise
     ops, casts and reductions; views that pad (clamped loads) and flip; non-finite constants;
     one-element and upcast reductions; the composites (softmax, layernorm, conv2d, attention); LOCAL's
-    matmuls staged through shared memory (float32 and float64)."""
+    matmuls staged through shared memory (float32, float64 and the half types); the half types and the small ints."""
     f = T(np.linspace(-2, 2, 24, dtype=np.float32).reshape(4, 6))
     graphs = []
     for dt in (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.int64, dtypes.bool):
@@ -70,6 +70,12 @@ def _stage3_graphs(T, np, dtypes) -> list:
     graphs.append(q.scaled_dot_product_attention(q, q, is_causal=True))
     m = T(np.ones((2, 128, 32), np.float32))  # a matmul of whole 16 x 16 blocks of tiles: LOCAL's shared memory
     graphs += [m @ m.transpose(-1, -2), m.cast(dtypes.float64) @ m.cast(dtypes.float64).transpose(-1, -2)]
+    for half in (dtypes.float16, dtypes.bfloat16):  # storage widened by the device functions, LOCAL's copies too
+        h, mh = f.cast(half), T(np.ones((2, 128, 32), half.np))
+        graphs += [h * h.flip(0) + 1, h.sum(1), h.softmax(-1), h.cast(dtypes.float32), (h > 0).where(h, float("inf")),
+                   mh @ mh.transpose(-1, -2)]
+    graphs += [f.cast(dt) + 1 for dt in (dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.uint32,
+                                          dtypes.uint64)]
     return graphs
 
 

@@ -50,7 +50,7 @@ STAGES = (
                    "train": "stage1 has no autograd, nn or optim: the zoo trains from stage2_autograd on",
                    "autocast": "stage1 has no autograd: mixed precision arrives with it in stage2_autograd"}),
     Stage("stage2_autograd", devices=("CPU", "CUDA"), new_dtype_devices=("CPU", "CUDA")),
-    Stage("stage3_compiler", devices=("CPU", "CUDA")),
+    Stage("stage3_compiler", devices=("CPU", "CUDA"), new_dtype_devices=("CPU", "CUDA")),
 )
 BY_NAME = {s.name: s for s in STAGES}
 

@@ -53,7 +53,8 @@ import struct
 
 from ..codegen.fma import fused_products
 from ..codegen.uops import Kernel, Loop, LoopKind, UOp, UOps
-from ..cpu.renderer import CRenderer, Source, clamped
+from ..cpu.renderer import HALF as CHALF
+from ..cpu.renderer import WIDEN, CRenderer, Source, clamped
 from ..dtype import DType, dtypes
 from ..graph.symbolic import Node, Var, layout, render, substitute
 from ..ops import Ops
@@ -62,6 +63,11 @@ from .group import GROUP, group_shape, output_loops, step
 from .local import LOCAL_K, LOCAL_SIDE, LOCAL_THREADS, LocalPlan, blocks, local_plan
 
 PRELUDE = "#define restrict __restrict__"
+# The half types' conversions: the C renderer's (the same arithmetic on the bits), as device functions, with
+# CUDA's own reinterpretations of a float's bits.
+HALF = (CHALF.replace("static inline", "static __device__ __forceinline__")
+        .replace("{ float f; __builtin_memcpy(&f, &u, 4); return f; }", "{ return __uint_as_float(u); }")
+        .replace("{ unsigned int u; __builtin_memcpy(&u, &f, 4); return u; }", "{ return __float_as_uint(f); }"))
 
 
 def local_tiles(kernel: Kernel) -> LocalPlan | None:
@@ -95,6 +101,8 @@ class CUDARenderer(CRenderer):
         self.tile = (4, 8)
 
     def _literal(self, value, dtype: DType) -> str:
+        if dtype.is_half and not math.isfinite(float(value)):  # held as a float32 in the kernel
+            dtype = dtypes.float32
         if dtype.is_float and not math.isfinite(float(value)):
             value = float(value)
             if dtype is dtypes.float32:
@@ -115,20 +123,17 @@ class CUDARenderer(CRenderer):
     def render(self, kernel: Kernel) -> str:
         """The kernel's CUDA C; the renderer's own passes that change it (GROUP, LOCAL) join the kernel's
         record of the passes that changed it (Kernel.passes, which DEBUG=2 prints)."""
-        half = next((u.dtype for u in kernel.uops if u.dtype is not None and u.dtype.is_half), None)
-        if half is not None:
-            raise TypeError(f"{kernel.name}: the cuda device does not compute {half.name} yet (the CPU does); "
-                            "cast to float32 first")
         applied = {Pass.GROUP.value: group_shape(kernel) is not None, Pass.LOCAL.value: local_tiles(kernel) is not None}
         kernel.passes = tuple(p.value for p in TABLE if p.value in kernel.passes or applied.get(p.value, False))
         return super().render(kernel)
 
     def prologue(self, kernel: Kernel, pragmas: list[str]) -> list[str]:
+        half = [HALF] if any(u.dtype is not None and u.dtype.is_half for u in kernel.uops) else []
         shape = group_shape(kernel)
         if shape is None:
-            return [PRELUDE]
+            return [PRELUDE, *half]
         folds = sorted(set(accumulators(kernel).values()), key=lambda f: (f[0].name, f[1].name))
-        return [PRELUDE, *(self.group_fold(op, dtype, shape.lanes, shape.threads) for op, dtype in folds)]
+        return [PRELUDE, *half, *(self.group_fold(op, dtype, shape.lanes, shape.threads) for op, dtype in folds)]
 
     def group_fold(self, op: Ops, dtype: DType, lanes: int = 1, threads: int = GROUP) -> str:
         """A device function folding the values of the block's threads that hold the same output (lane)
@@ -204,7 +209,8 @@ class CUDARenderer(CRenderer):
                                loop.var: Var("sk", 0, layout(loop.extent) - 1)})
         index = render(at) if bound is None else clamped(render(at), bound)
         src.add(f"{{ const long long srow = {block} * {LOCAL_SIDE} + {t}, sk = k0 + {kk};")
-        src.add(f"  {array}[{lane}][{t}][{kk}] = data{u.srcs[0].arg}[{index}]; }}")  # (its GLOBAL UOp may come later)
+        value = f"data{u.srcs[0].arg}[{index}]"  # (its GLOBAL UOp may come later)
+        src.add(f"  {array}[{lane}][{t}][{kk}] = {f'{WIDEN[u.dtype.name]}({value})' if u.dtype.is_half else value}; }}")
 
     def render_range(self, src: Source, u: UOp) -> None:
         plan = src.local
