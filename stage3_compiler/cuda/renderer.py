@@ -53,8 +53,7 @@ import struct
 
 from ..codegen.fma import fused_products
 from ..codegen.uops import Kernel, Loop, LoopKind, UOp, UOps
-from ..cpu.renderer import HALF as CHALF
-from ..cpu.renderer import WIDEN, CRenderer, Source, clamped
+from ..cpu.renderer import HALF, WIDEN, CRenderer, Source, clamped
 from ..dtype import DType, dtypes
 from ..graph.symbolic import Node, Var, layout, render, substitute
 from ..ops import Ops
@@ -63,11 +62,10 @@ from .group import GROUP, group_shape, output_loops, step
 from .local import LOCAL_K, LOCAL_SIDE, LOCAL_THREADS, LocalPlan, blocks, local_plan
 
 PRELUDE = "#define restrict __restrict__"
-# The half types' conversions: the C renderer's (the same arithmetic on the bits), as device functions, with
-# CUDA's own reinterpretations of a float's bits.
-HALF = (CHALF.replace("static inline", "static __device__ __forceinline__")
-        .replace("{ float f; __builtin_memcpy(&f, &u, 4); return f; }", "{ return __uint_as_float(u); }")
-        .replace("{ unsigned int u; __builtin_memcpy(&u, &f, 4); return u; }", "{ return __float_as_uint(f); }"))
+# the C renderer's half conversions as device functions, with CUDA's reinterpretations of a float's bits
+DEVICE_HALF = (HALF.replace("static inline", "static __device__ __forceinline__").replace(
+    "{ float f; __builtin_memcpy(&f, &u, 4); return f; }", "{ return __uint_as_float(u); }").replace(
+    "{ unsigned int u; __builtin_memcpy(&u, &f, 4); return u; }", "{ return __float_as_uint(f); }"))
 
 
 def local_tiles(kernel: Kernel) -> LocalPlan | None:
@@ -101,16 +99,14 @@ class CUDARenderer(CRenderer):
         self.tile = (4, 8)
 
     def _literal(self, value, dtype: DType) -> str:
-        if dtype.is_half and not math.isfinite(float(value)):  # held as a float32 in the kernel
-            dtype = dtypes.float32
         if dtype.is_float and not math.isfinite(float(value)):
             value = float(value)
-            if dtype is dtypes.float32:
-                bits = struct.unpack("<I", struct.pack("<f", abs(value) if math.isinf(value) else value))[0]
-                text = f"__int_as_float(0x{bits:08x})"
-            else:
+            if dtype is dtypes.float64:
                 bits = struct.unpack("<Q", struct.pack("<d", abs(value) if math.isinf(value) else value))[0]
                 text = f"__longlong_as_double(0x{bits:016x}LL)"
+            else:  # float32, and the half types, which a kernel holds as float32
+                bits = struct.unpack("<I", struct.pack("<f", abs(value) if math.isinf(value) else value))[0]
+                text = f"__int_as_float(0x{bits:08x})"
             return f"-{text}" if value < 0 else text
         return super()._literal(value, dtype)
 
@@ -128,12 +124,11 @@ class CUDARenderer(CRenderer):
         return super().render(kernel)
 
     def prologue(self, kernel: Kernel, pragmas: list[str]) -> list[str]:
-        half = [HALF] if any(u.dtype is not None and u.dtype.is_half for u in kernel.uops) else []
-        shape = group_shape(kernel)
-        if shape is None:
-            return [PRELUDE, *half]
-        folds = sorted(set(accumulators(kernel).values()), key=lambda f: (f[0].name, f[1].name))
-        return [PRELUDE, *half, *(self.group_fold(op, dtype, shape.lanes, shape.threads) for op, dtype in folds)]
+        shape, half = group_shape(kernel), any(u.dtype is not None and u.dtype.is_half for u in kernel.uops)
+        folds = [] if shape is None else sorted(set(accumulators(kernel).values()),
+                                                key=lambda f: (f[0].name, f[1].name))
+        return [PRELUDE, *([DEVICE_HALF] if half else []),
+                *(self.group_fold(op, dtype, shape.lanes, shape.threads) for op, dtype in folds)]
 
     def group_fold(self, op: Ops, dtype: DType, lanes: int = 1, threads: int = GROUP) -> str:
         """A device function folding the values of the block's threads that hold the same output (lane)
