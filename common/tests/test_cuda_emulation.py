@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -36,7 +37,9 @@ CATALOGUE = gen.catalogue()
 
 # ---- the generated kernels run on the CPU: a C++ shim (common/cuda_emulation.py) makes each one serial thread ----
 
-NP_DTYPES = {"bool": np.bool_, "int32": np.int32, "int64": np.int64, "float32": np.float32, "float64": np.float64}
+NP_DTYPES = {"bool": np.bool_, "int32": np.int32, "int64": np.int64, "float32": np.float32, "float64": np.float64,
+             "int8": np.int8, "int16": np.int16, "uint8": np.uint8, "uint16": np.uint16, "uint32": np.uint32,
+             "uint64": np.uint64, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}  # (numpy's float16 is IEEE's)
 SHAPES = {0: (), 1: (7,), 4: (2, 3, 1, 4)}
 
 
@@ -83,10 +86,11 @@ def sample(dtype: str, shape: tuple, seed: int, op: str | None = None) -> np.nda
         base = np.asarray(rng.integers(0, 2, big)).astype(np.bool_)
     elif dtype in INTS_:
         info = np.iinfo(dtype)
-        base = rng.integers(0, 6, big) if op == "pow" else rng.integers(info.min, info.max, big, endpoint=True)
+        base = rng.integers(0, 6, big) if op == "pow" else rng.integers(info.min, info.max, big, NP_DTYPES[dtype],
+                                                                        endpoint=True)
         base = np.asarray(base).astype(dtype)
     else:
-        base = np.asarray(rng.standard_normal(big) * 3).astype(dtype)
+        base = np.asarray(rng.standard_normal(big) * 3).astype(NP_DTYPES[dtype])
         if base.size > 2 and op != "cast":
             base.flat[1] = np.nan
     view = base[(slice(None, None, -1),) + (slice(None),) * (len(shape) - 2) + (slice(None, None, 2),)] \
@@ -95,7 +99,7 @@ def sample(dtype: str, shape: tuple, seed: int, op: str | None = None) -> np.nda
     return view
 
 
-INTS_ = ("int32", "int64")
+INTS_ = ("int32", "int64", "int8", "int16", "uint8", "uint16", "uint32", "uint64")
 
 
 def erf(x):
@@ -161,8 +165,9 @@ def test_cpu_shim_cast_where_copy_match_numpy(cpu_kernels, entry):
     shape = SHAPES[ndim]
     a = sample(din, shape, 2, "cast")
     if kind == "cast":
-        if din in ("float32", "float64") and dout != "bool":
+        if din in ("float32", "float64") and dout != "bool" and not dout.startswith("float"):
             a = np.asarray(np.trunc(a), dtype=din)  # out-of-range or fractional float -> int differs by platform
+            a = np.asarray(np.abs(a), dtype=din) if dout.startswith("uint") else a  # (and a negative one -> unsigned)
         out = np.empty(shape, NP_DTYPES[dout])
         call(cpu_kernels, entry, out, a, a.size, *shape, *elems(a))
         np.testing.assert_array_equal(out, a.astype(NP_DTYPES[dout]))

@@ -152,8 +152,13 @@ CATALOGUE = gen.catalogue()
 
 def test_catalogue_covers_every_kind_and_dtype():
     assert {entry[0] for entry in CATALOGUE} == set(gen.KIND_OPS)
-    for kind in ("unary", "binary", "where", "cast", "copy", "gather", "reduce", "arg_reduce"):
+    for kind in ("where", "cast", "copy", "gather"):  # every dtype moves; the core ones and uint64 compute
         assert {e[2] for e in CATALOGUE if e[0] == kind} == set(gen.DTYPES), kind
+    for kind in ("unary", "binary", "reduce", "arg_reduce"):
+        assert {e[2] for e in CATALOGUE if e[0] == kind} == {*gen.CORE, "uint64"}, kind
+    assert ("cast", None, "bfloat16", "float32", 1) in CATALOGUE
+    assert ("cast", None, "float32", "float16", 0) in CATALOGUE
+    assert ("cast", None, "bfloat16", "float64", 1) not in CATALOGUE  # (through float32: dtype.cast_hub)
     assert {e[1] for e in CATALOGUE if e[0] == "binary"} >= {"add", "sub", "mul", "div", "pow", "max", "cmplt", "cmpeq"}
     assert ("binary", "cmplt", "float32", "bool", 4) in CATALOGUE
     assert ("cast", None, "int64", "float32", 1) in CATALOGUE
@@ -187,7 +192,9 @@ def test_comparison_writes_bool_and_ints_wrap():
 @pytest.mark.parametrize("args,error,pattern", [
     (("fused", None, "float32", "float32", 1), ValueError, "unknown kernel kind 'fused'"),
     (("unary", "cube", "float32", "float32", 1), ValueError, "unknown op 'cube'"),
-    (("unary", "exp", "float16", "float16", 1), TypeError, "unknown dtype 'float16'"),
+    (("unary", "exp", "complex64", "complex64", 1), TypeError, "unknown dtype 'complex64'"),
+    (("unary", "exp", "float16", "float16", 1), TypeError, "the others are storage"),
+    (("cast", None, "bfloat16", "int64", 1), TypeError, "bfloat16 -> int64 is not supported"),
     (("unary", "exp", "int32", "int32", 1), TypeError, "int32 -> int32 is not supported"),
     (("binary", "cmplt", "float32", "float32", 1), TypeError, "expected output bool"),
     (("reduce", "reduce_add", "float32", "float32", 2), ValueError, "takes ndim = 3"),
