@@ -18,7 +18,7 @@ import subprocess
 import sys
 
 from benchmarks.cpu_step import median_ms
-from benchmarks.torch_half_gemm import cpu_features
+from benchmarks.torch_half_gemm import best_of_rounds, cpu_features
 
 IMPLS = ("torch float32", "torch bfloat16", "ours float32", "ours bfloat16")
 
@@ -77,11 +77,7 @@ def main() -> None:
     print("| ---: | ---: | " + " | ".join("---:" for _ in IMPLS) + " | ---: |")
     for n in (int(s) for s in args.sizes.split(",")):
         for threads in (int(t) for t in args.threads.split(",")):
-            runs: dict[str, list[float]] = {i: [] for i in IMPLS}
-            for _ in range(args.rounds):
-                for impl in IMPLS:
-                    runs[impl].append(measure(impl, n, threads, args.calls))
-            best = {i: max(r) for i, r in runs.items()}
+            best = best_of_rounds(measure, IMPLS, n, threads, args.calls, args.rounds)
             ratio = best["ours bfloat16"] / best["torch bfloat16"]
             print(f"| {n} | {threads} | " + " | ".join(f"{best[i]:.1f}" for i in IMPLS) + f" | {ratio:.0%} |",
                   flush=True)

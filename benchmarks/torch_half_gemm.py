@@ -40,6 +40,16 @@ def measure(dtype: str, n: int, threads: int, calls: int) -> float:
     return float(out.split()[-1])
 
 
+def best_of_rounds(measure, names, n: int, threads: int, calls: int, rounds: int) -> dict[str, float]:
+    """Each name's best GFLOP/s over `rounds` rounds of measure(name, n, threads, calls), one process a call. The
+    names alternate within a round, so a noisy minute slows each of them."""
+    runs: dict[str, list[float]] = {name: [] for name in names}
+    for _ in range(rounds):
+        for name in names:
+            runs[name].append(measure(name, n, threads, calls))
+    return {name: max(r) for name, r in runs.items()}
+
+
 def cpu_features() -> tuple[str, list[str]]:
     info = open("/proc/cpuinfo").read().split("\n")
     model = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), "?")
@@ -67,11 +77,7 @@ def main() -> None:
     print("| ---: | ---: | " + " | ".join("---:" for _ in DTYPES) + " | ---: | ---: |")
     for n in (int(s) for s in args.sizes.split(",")):
         for threads in (int(t) for t in args.threads.split(",")):
-            runs: dict[str, list[float]] = {d: [] for d in DTYPES}
-            for _ in range(args.rounds):  # the dtypes alternate, so a noisy minute slows each of them
-                for dtype in DTYPES:
-                    runs[dtype].append(measure(dtype, n, threads, args.calls))
-            best = {d: max(r) for d, r in runs.items()}
+            best = best_of_rounds(measure, DTYPES, n, threads, args.calls, args.rounds)
             print(f"| {n} | {threads} | " + " | ".join(f"{best[d]:.1f}" for d in DTYPES) +
                   f" | {best['bfloat16'] / best['float32']:.2f} | {best['float16'] / best['float32']:.2f} |",
                   flush=True)
