@@ -2,7 +2,7 @@
 small primitive set (ops.py), and realize() schedules it into fused kernels, generates their C,
 compiles and runs them."""
 
-from . import nn, optim
+from . import nn, optim, viz
 from .device import Device
 from .dtype import DType, dtypes
 from .engine.realize import GlobalCounters
@@ -12,4 +12,4 @@ from .ops import Ops
 from .tensor import Tensor
 
 __all__ = ["DType", "Device", "GlobalCounters", "JitError", "Ops", "Tensor", "TinyJit", "Variable", "dtypes", "nn",
-           "optim"]
+           "optim", "viz"]

@@ -231,8 +231,7 @@ class CRenderer(Renderer):
         used = {("int32" if u.dtype is dtypes.bool else value_type(u.dtype).name, u.lanes)
                 for u in kernel.uops if u.lanes > 1}
         used |= {("int32", n) for name, n in set(used) if name == "float32" and vector_pow2(kernel)}  # its exponents
-        half_loads = {u.lanes for u in kernel.uops if u.op is UOps.LOAD and u.lanes > 1 and u.dtype.is_half}
-        used |= {(bits, n) for n in half_loads for bits in half_vectors.BIT_VECTORS}
+        used |= half_vectors.bit_vectors(kernel) if used else set()  # (only the vectorize pass makes vectors)
         return [f"typedef {CTYPES[name]} {vector_name(name)}x{n} __attribute__((vector_size({n * DTYPE_SIZE[name]})));"
                 for name, n in sorted(used)] + [POW2_VECTOR.format(n=n) for n in sorted(vector_pow2(kernel))]
 
@@ -514,7 +513,7 @@ class CRenderer(Renderer):
             return
         if u.lanes > 1:  # lanes rounded into a half type (vectorize.HALF_CASTS)
             src.add(half_vectors.rounded(u.name, self.ctype(u.dtype, u.lanes), src.names[id(u.srcs[0])], u.lanes,
-                                         WIDEN[u.dtype.name], NARROW[u.dtype.name]))
+                                         u.dtype.name))
             return
         x, t = src.names[id(u.srcs[0])], self.ctype(u.dtype)
         if u.dtype is dtypes.bool:
@@ -549,9 +548,8 @@ class CRenderer(Renderer):
 
     def render_store(self, src: Source, u: UOp) -> None:
         if u.lanes > 1 and u.srcs[1].dtype.is_half:
-            for line in half_vectors.store(src.names[id(u.srcs[0])], render(u.arg), src.names[id(u.srcs[1])], u.lanes,
-                                           NARROW[u.srcs[1].dtype.name]):
-                src.add(line)
+            src.add(half_vectors.store(src.names[id(u.srcs[0])], render(u.arg), src.names[id(u.srcs[1])], u.lanes,
+                                       u.srcs[1].dtype.name))
             return
         if u.lanes > 1:
             value = src.names[id(u.srcs[1])]

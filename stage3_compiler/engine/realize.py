@@ -6,8 +6,8 @@ identity: engine/identity.py), given its buffers and launched on its device's ru
     DEBUG=2  one line per kernel (shape, time,    DEBUG=4  and its generated source
              GFLOP/s, GB/s)
 
-debug.py adds `GRAPH=1` (the lazy and kernel graphs as Graphviz files), `NANCHECK=1` (stop at the
-first kernel that wrote a NaN) and the user's line in compile errors; a capturing TinyJit is told
+debug.py adds `NANCHECK=1` (stop at the first kernel that wrote a NaN) and the user's line in compile
+errors; the tools in WATCHERS are told of each realize (viz/: GRAPH=1, VIZ=1); a capturing TinyJit is told
 of each launch (capture.py); the range checks waiting for a realize are computed with it
 (checks.py). A graph scheduled before (by its structure) is not scheduled again (schedule_cache.py).
 """
@@ -24,7 +24,7 @@ from ..codegen.uops import Kernel
 from ..device import buffer_class, runtime_of
 from ..graph.lazy import LazyBuffer, numel
 from ..ops import Ops
-from ..settings import beam_width, debug_level, enabled
+from ..settings import beam_width, debug_level
 from . import capture, checks, debug, program_cache, schedule_cache, search
 from .identity import kernel_key
 from .schedule_cache import create_schedule
@@ -43,6 +43,20 @@ class GlobalCounters:
 
 
 PROGRAMS: dict[tuple, Program] = {}  # by kernel_key: a kernel seen before is not lowered again
+
+
+@dataclass
+class Ran:
+    """A kernel of a realize that ran: its item, the program and the seconds its launch took."""
+
+    item: ScheduleItem
+    program: Program
+    seconds: float
+
+
+# Tools watching the realizes (viz/: GRAPH=1's files, VIZ=1's page): each `watcher(outs, items, ran)` is
+# called after the kernels ran, before the computed bases forget their sources.
+WATCHERS: list = []
 
 
 @dataclass
@@ -147,11 +161,11 @@ def allocate(item: ScheduleItem) -> list[tuple]:
     return new
 
 
-def run_job(job: Job) -> None:
+def run_job(job: Job) -> Ran | None:
     item = job.item
     new = allocate(item)
     if job.key is None:
-        return
+        return None
     runtime = runtime_of("realize", item.root.device)  # the device seam
     program = PROGRAMS.get(job.key) or search_program(job, runtime)
     kernel = replace(program.kernel, buffers=[*item.outputs, *(job.inputs[i] for i in program.slots)])
@@ -165,8 +179,9 @@ def run_job(job: Job) -> None:
     if capture.CAPTURING:  # a TinyJit is capturing this call's kernels
         capture.note_kernel(runtime, program, buffers, new, ops, nbytes)
     for out in item.outputs:
-        debug.kernel_ran(kernel, out, item.stored)  # NANCHECK, and kernel names for GRAPH
+        debug.kernel_ran(kernel, out, item.stored)  # NANCHECK
     count(kernel, program.source, elapsed, ops, nbytes)
+    return Ran(item, program, elapsed)
 
 
 def count(kernel: Kernel, source: str, elapsed: float, ops: int, nbytes: int) -> None:
@@ -205,10 +220,9 @@ def realize(outs: list[LazyBuffer]) -> None:
     start, kernels_before = time.perf_counter(), GlobalCounters.kernel_count
     jobs = identify(items)
     prepare(jobs)
-    for job in jobs:
-        run_job(job)
-    if enabled("GRAPH"):  # debug.py: before the computed bases forget their sources
-        debug.write_graphs(outs, items)
+    ran = [r for r in (run_job(job) for job in jobs) if r is not None]
+    for watcher in WATCHERS:
+        watcher(outs, items, ran)
     for out in (out for item in items for out in item.outputs):
         out.op, out.srcs, out.arg = Ops.BUFFER, (), None
     copy_back([out for item in items for out in item.outputs if out.copy_back is not None])

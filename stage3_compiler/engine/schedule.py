@@ -87,6 +87,7 @@ def _readers(bases: list[LazyBuffer]) -> dict[int, list[tuple[LazyBuffer, LazyBu
 CHEAP = 4  # ALU ops an expanded elementwise base may cost and still be recomputed where it is read
 EXPENSIVE = 64  # ALU ops an elementwise base may cost and still be recomputed in every kernel that reads it
 WEIGHTY = 16  # ALU ops an exp2, log2 or sine counts as
+ROUNDING = 8  # ALU ops a cast into a half type counts as: integer arithmetic on the bits (cpu/half_vectors.py)
 EPILOGUE = 24  # ALU ops after a matmul that may still run inside its kernel (bias, relu, a residual add)
 MAX_DEPTH = 96  # fused ops in a chain before the chain is cut by a realized base
 
@@ -173,8 +174,7 @@ def fuse(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> list[ScheduleItem]:
     depth: dict[int, int] = {}  # the longest chain of fused ops behind a base
     for b in bases:  # sources come first
         fused = [s.base for s in b.srcs if id(s.base) not in realize]
-        cost[id(b)] = (sum(cost.get(id(s), 0) for s in fused) + (1 if b.op in IR_ELEMENTWISE else 0)
-                       + sum(view_cost(s) for s in b.srcs))
+        cost[id(b)] = sum(cost.get(id(s), 0) for s in fused) + op_cost(b) + sum(view_cost(s) for s in b.srcs)
         depth[id(b)] = 1 + max((depth.get(id(s), 0) for s in fused), default=0)
         if id(b) in recomputed:  # its work is the loop of each kernel that reads it, not an epilogue's
             cost[id(b)] = 0
@@ -272,16 +272,24 @@ def store_shared(bases: list[LazyBuffer], readers: dict, realize: set[int], reco
         kernels[id(b)] = {id(b)} if id(b) in realize else found
 
 
+def op_cost(b: LazyBuffer) -> int:
+    """ALU ops an elementwise base's own op counts as: an exp2, log2 or sine (a polynomial, or a call into libm)
+    WEIGHTY, a rounding into a half type ROUNDING (so autocast's copy of a weight, read by every row of a
+    matmul, is stored once, not rounded again for each row), any other one; a reduction 0."""
+    if b.op not in IR_ELEMENTWISE:
+        return 0
+    return WEIGHTY if b.op in (Ops.EXP2, Ops.LOG2, Ops.SIN) else ROUNDING if b.op is Ops.CAST and b.dtype.is_half else 1
+
+
 def work(b: LazyBuffer, realize: set[int]) -> int:
     """The ALU work of computing b inside a kernel, up to realized bases: each op once, however many
-    times the expression reads it (the kernel computes a shared value once), an exp2, log2 or sine
-    (a polynomial, or a call into libm) as WEIGHTY ops."""
+    times the expression reads it (the kernel computes a shared value once), as op_cost counts it."""
     total, seen, stack = 0, set(), [b]
     while stack:
         x = stack.pop()
         if id(x) in seen:
             continue
         seen.add(id(x))
-        total += (WEIGHTY if x.op in (Ops.EXP2, Ops.LOG2, Ops.SIN) else 1) + sum(view_cost(s) for s in x.srcs)
+        total += op_cost(x) + sum(view_cost(s) for s in x.srcs)
         stack.extend(s.base for s in x.srcs if s.base.op in IR_ELEMENTWISE and id(s.base) not in realize)
     return total

@@ -17,6 +17,7 @@ import pytest
 from .. import GlobalCounters, Tensor
 from ..cpu import compiler as runtime
 from ..engine import debug
+from ..viz import graphviz
 
 HERE = Path(__file__).resolve()
 
@@ -104,7 +105,7 @@ def test_first_nan_finds_the_first_one_in_float32_and_float64():
 def test_graph_writes_the_lazy_and_the_kernel_graph(monkeypatch, tmp_path, capsys):
     monkeypatch.setenv("GRAPH", "1")
     monkeypatch.setenv("GRAPH_DIR", str(tmp_path))
-    monkeypatch.setattr(debug, "_graph_dir", None)
+    monkeypatch.setattr(graphviz, "_graph_dir", None)
     x, w = tensor(np.ones((4, 6))), tensor(np.ones((6, 5)))
     out = (x @ w).relu().sum(-1)
     GlobalCounters.reset()
@@ -123,14 +124,14 @@ def test_graph_writes_the_lazy_and_the_kernel_graph(monkeypatch, tmp_path, capsy
     assert graph.count("shape=box") == kernels >= 2
     assert len(re.findall(r"b\d+ -> k0;", graph)) == 2  # the matmul kernel reads x and w
     assert re.search(r'label="r_4_5\w*\\n[A-Z_ ]*REDUCE_ADD', graph), graph
-    if debug.shutil.which("dot"):
+    if graphviz.shutil.which("dot"):
         assert (tmp_path / lazy_dot[0].with_suffix(".svg").name).exists()
 
 
 def test_graph_is_off_by_default(monkeypatch, tmp_path):
     monkeypatch.delenv("GRAPH", raising=False)
     monkeypatch.setenv("GRAPH_DIR", str(tmp_path))
-    monkeypatch.setattr(debug, "_graph_dir", None)
+    monkeypatch.setattr(graphviz, "_graph_dir", None)
     (tensor([1.0]) + 1).realize()
     assert list(tmp_path.iterdir()) == []
 

@@ -8,6 +8,7 @@ import pytest
 
 from .. import GlobalCounters, Tensor, TinyJit, nn, optim
 from ..autograd import attention_grads
+from ..dtype import dtypes
 from ..engine.schedule import create_schedule
 from ..graph.lazy import numel
 from ..ops import Ops
@@ -233,6 +234,31 @@ def test_attention_trains_through_backward_as_torch(online, mask):
         np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-4, atol=1e-5)
 
 
+# a half type's unit in the last place, relative: 8 significant bits in bfloat16, 11 in float16
+HALF_ULP = {"bfloat16": 2.0 ** -7, "float16": 2.0 ** -10}
+
+
+@pytest.mark.parametrize("half", ["bfloat16", "float16"])
+def test_half_heads_run_flash_attention_in_float32(online, half):
+    # autocast's heads: widened, attention runs as FlashAttention's one op in float32, and the output and each
+    # gradient are rounded to the half type once. Against torch's float32 attention on the same (half) values:
+    # the float32 results agree to ~1e-6, so after one rounding each they differ by at most one unit in the last place
+    torch = pytest.importorskip("torch")
+    dtype = getattr(dtypes, half)
+    q, k, v, g = (heads(seed, 2, 2, 12, 8).cast(dtype).detach().requires_grad_() for seed in (11, 12, 13, 14))
+    out = q.scaled_dot_product_attention(k, v, is_causal=True)
+    assert out.dtype is dtype and out._ctx.op is Ops.CAST and out._ctx.parents[0]._ctx.op is Ops.ATTENTION
+    out.backward(g.detach())
+    wide = [torch.tensor(t.float().numpy(), requires_grad=True) for t in (q, k, v)]
+    want = torch.nn.functional.scaled_dot_product_attention(*wide, is_causal=True)
+    want.backward(torch.tensor(g.float().numpy()))
+    ulp = HALF_ULP[half]
+    np.testing.assert_allclose(out.float().numpy(), want.detach().numpy(), rtol=ulp, atol=1e-6)
+    for ours, theirs in zip((q, k, v), wide, strict=True):
+        assert ours.grad.dtype is dtype
+        np.testing.assert_allclose(ours.grad.float().numpy(), theirs.grad.numpy(), rtol=ulp, atol=1e-5)
+
+
 def attention_training(jitted: bool) -> tuple[list[float], np.ndarray]:
     """Three AdamW steps of one causal self-attention layer (a Linear to q, k and v, 2 heads of 4); the
     losses and the final weight."""
@@ -324,6 +350,19 @@ def test_an_expensive_operand_of_a_matmul_is_stored_and_a_cheap_one_recomputed()
     out = (x * 0.5) @ w  # one multiply: recomputed in the product's loop
     assert count(out) == 1
     np.testing.assert_allclose(out.numpy(), (x.numpy() * 0.5) @ w.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_autocasts_rounded_weight_is_stored_once_not_rounded_again_for_each_row():
+    # a rounding into a half type costs the scheduler ROUNDING ops, more than CHEAP: the weight's bfloat16 values
+    # that a matmul reads for each of its 64 rows are written once (widened back, as the product reads them), not
+    # rounded again in every row's loop
+    x, w = realized(64, 32), realized(32, 16)
+    with Tensor.autocast(dtypes.bfloat16):
+        out = x @ w
+    written = [o for item in create_schedule([out.lazydata]) for o in item.outputs]
+    assert any(o.op is Ops.CAST and o.shape == (32, 16) and o.srcs[0].base.dtype is dtypes.bfloat16 for o in written)
+    want = (x.cast(dtypes.bfloat16).float() @ w.cast(dtypes.bfloat16).float()).numpy()
+    np.testing.assert_allclose(out.float().numpy(), want, rtol=2.0 ** -8)
 
 
 def test_a_long_expression_after_a_matmul_runs_apart():
