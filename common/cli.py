@@ -1,7 +1,7 @@
 """The ``sitp`` console command: ``sitp train linreg|logreg|softmax --stage 1`` (the GLMs, any
 stage), ``sitp train mlp|rnn|lstm|cnn|nanogpt --stage 2`` (the zoo, a stage with autograd),
-``sitp sample --ckpt PATH --stage 1|2``, ``sitp nanochat`` (the chat pipeline), ``sitp chat --ckpt PATH``
-and ``sitp diff``; ``bench`` comes later.
+``sitp sample --ckpt PATH --stage 1|2``, ``sitp nanochat`` (the chat pipeline), ``sitp chat --ckpt PATH``,
+``sitp viz`` (stage3's compiler at work, in the browser) and ``sitp diff``; ``bench`` comes later.
 
 Runs write a loss-curve PNG and a metrics.json into ``--out``, by default
 ``$SITP_CACHE/runs/<task>-stage<N>-<timestamp>`` for the GLMs and ``$SITP_CACHE/runs/<task>-stage<N>``
@@ -24,6 +24,7 @@ from .stages import STAGES, load_stage
 from .train import TrainResult, save_loss_curve, train_linreg, train_logreg, train_softmax, zoo_cli
 from .train.checkpoint import CheckpointError
 from .train.reference import relative_error, sklearn_linreg, sklearn_logistic
+from .viz import cli as viz_cli
 
 # task -> data set name -> loader; the first data set of each task is its default
 DATASETS: dict[str, dict[str, Callable[[int], Split]]] = {
@@ -142,6 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.set_defaults(func=cmd_train)
     zoo_cli.add_sample_parser(commands)
     chat_cli.add_parsers(commands)
+    viz_cli.add_parser(commands)
     diff = commands.add_parser("diff", help="the lesson between two stages (files that changed, lines per file)")
     diff.add_argument("stages", nargs="*", default=["1", "2"], help="two stage numbers, e.g. 1 2")
     diff.add_argument("--stat", action="store_true", help="only the changed-lines table")

@@ -71,6 +71,9 @@ from .graph.symbolic import Variable
 from .settings import where
 from .tensor import Tensor, live_tensors
 
+# Tools told of each plan a TinyJit makes, as `watcher(name, plan)` (viz/: VIZ=1 times its replays' kernels)
+JIT_WATCHERS: list = []
+
 
 class TinyJit:
     """A decorator: `@TinyJit def step(x, y): ...` (see the module's docstring)."""
@@ -163,6 +166,8 @@ class TinyJit:
         self.first_bindings, self.first_inputs = [], []
         self.plan.state = find_holders(self.plan)
         self.signature = signature
+        for watcher in JIT_WATCHERS:
+            watcher(name, self.plan)
         return result
 
     def replay(self, inputs: list, values: dict[str, int]):

@@ -12,6 +12,8 @@ the device's name.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..graph.lazy import LazyBuffer, numel
 from ..graph.symbolic import Node, Num, layout, vars
 from ..ops import IR_ELEMENTWISE, Ops
@@ -169,6 +171,19 @@ def broadcast(v: LazyBuffer, axis: int) -> bool:
 
 
 def heuristic_opts(item: ScheduleItem, renderer: Renderer, threads: int) -> tuple[Opt, ...]:
+    """The options realize uses without BEAM (`heuristic_choice`)."""
+    return heuristic_choice(item, renderer, threads).opts
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A kernel's options and, for each, the rule that chose it in words (what `sitp viz` shows)."""
+
+    opts: tuple[Opt, ...]
+    why: tuple[str, ...]
+
+
+def heuristic_choice(item: ScheduleItem, renderer: Renderer, threads: int) -> Choice:
     """The options realize uses without BEAM: a matmul's register tile or a reduction's upcast
     (upcast_axes; the item's `stored`, the bases the schedule's kernels write, tells a matmul
     operand loaded from memory from one computed in the loop), SPLIT for a row reduction (split_axis), a
@@ -179,17 +194,24 @@ def heuristic_opts(item: ScheduleItem, renderer: Renderer, threads: int) -> tupl
         and not matmul_tile(item, renderer) and item.online is None else None
     if item.online is not None:
         opts = [Opt(OptOps.UPCAST, axis, u) for axis, u in online_lanes(item).items()]
+        why = ["attention's fused kernel: a row of the output (the head's dims) as lanes"] * len(opts)
         opts += [Opt(OptOps.UNROLL, axis, PACK_TERMS) for axis in online_block(item, renderer)]
+        why += [f"{PACK_TERMS} keys a pass of the online softmax, their exps one vector"] * (len(opts) - len(why))
     elif split is not None:  # a row reduction over memory side by side: a vector of partials (see SPLIT)
-        opts = [Opt(OptOps.SPLIT, *split)]
+        opts, why = [Opt(OptOps.SPLIT, *split)], ["a row sum over memory side by side: a vector of partial sums"]
     elif item.reduce is None:
-        lanes = transpose_axes(item) or (across_axes(item) if renderer.vector_width else {})
+        transposed = transpose_axes(item)
+        lanes = transposed or (across_axes(item) if renderer.vector_width else {})
         opts = [Opt(OptOps.UPCAST, axis, u) for axis, u in lanes.items()]
+        why = [("a transpose: a tile read along one axis, written along the other" if transposed else
+                "lanes along the axis memory runs along: one vector a pass")] * len(opts)
     elif packed := packed_terms(item, renderer):  # each pass: a whole row of outputs, 16 terms
         opts = [*(Opt(OptOps.UPCAST, axis, u) for axis, u in row_lanes(item).items()),
                 *(Opt(OptOps.UNROLL, axis, PACK_TERMS) for axis in packed)]
+        why = ["terms with sums of their own: a row of outputs shares each, 16 terms a pass"] * len(opts)
     else:
         opts = [Opt(OptOps.UPCAST, axis, u) for axis, u in upcast_axes(item, renderer).items()]
+        why = ["a register tile of outputs: each loaded value used by a row or column of the tile"] * len(opts)
     plan = apply_opts(item, opts, renderer)
     sizes = plan.loop_sizes(item.root.shape)
     steps = numel(item.reduce.srcs[0].shape) // max(numel(item.reduce.shape), 1) if item.reduce is not None else 1
@@ -207,6 +229,7 @@ def heuristic_opts(item: ScheduleItem, renderer: Renderer, threads: int) -> tupl
         block = cache_block(sizes[cols_axis], 4 * steps * cols, PANEL_BYTES)
         if block is not None and steps * sizes[cols_axis] * cols * 4 >= PANELS_BYTES:
             opts.append(Opt(OptOps.BLOCK, cols_axis, block))
+            why.append("column blocks of B, each panel small enough to stay in L2 while every row uses it")
             # Rows the tile does not divide (the overlap pass's) make a count of passes few powers of two
             # divide: any count of passes that leaves each thread as many blocks.
             passes = sizes[rows_axis]
@@ -215,11 +238,13 @@ def heuristic_opts(item: ScheduleItem, renderer: Renderer, threads: int) -> tupl
             block = cache_block(passes, 4 * steps * rows, OPERAND_BYTES, blocks)
             if block is not None and steps * item.root.shape[rows_axis] * 4 > OPERAND_BYTES:
                 opts.append(Opt(OptOps.BLOCK, rows_axis, block))
+                why.append("row blocks of A, each small enough to stay in L3 while every column block reads it")
             plan = apply_opts(item, opts, renderer)
     if renderer.threads and threads > 1 and numel(item.root.shape) * steps >= THREAD_MIN_WORK \
             and outer_loop(plan, sizes) >= threads:
         opts.append(Opt(OptOps.THREAD, 0, threads))
-    return tuple(opts)
+        why.append(f"{threads} threads share the outer loop: work enough to pay for waking them")
+    return Choice(tuple(opts), tuple(why))
 
 
 PACK_TERMS = 16  # terms a pass of a reduce loop whose terms compute sums of their own (packed_terms)
