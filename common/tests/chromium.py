@@ -111,9 +111,10 @@ class Chromium:
         return value
 
     def click(self, selector: str) -> None:
-        """A real mouse click at the middle of the element."""
-        x, y = self.evaluate(f"(() => {{ const r = document.querySelector({json.dumps(selector)})"
-                             ".getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()")
+        """A real mouse click at the middle of the element (scrolled into view first)."""
+        x, y = self.evaluate(f"(() => {{ const e = document.querySelector({json.dumps(selector)}); "
+                             "e.scrollIntoView({block: 'center'}); const r = e.getBoundingClientRect(); "
+                             "return [r.x + r.width / 2, r.y + r.height / 2]; })()")
         for kind in ("mousePressed", "mouseReleased"):
             self.send("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1)
 

@@ -28,12 +28,14 @@ class Box:
 
 
 def layers_of(n: int, edges: list[tuple[int, int]]) -> list[int]:
-    """Each node's layer: 0 for a node that reads nothing, else one more than the deepest node it reads."""
+    """Each node's layer: one more than the deepest node it reads; a node that reads nothing (a buffer, a
+    constant) just above its first reader, rather than in one wide top row with all the others."""
     readers, indegree = defaultdict(list), [0] * n
     for src, dst in edges:
         readers[src].append(dst)
         indegree[dst] += 1
-    layer, ready = [0] * n, [i for i in range(n) if indegree[i] == 0]
+    sources = [i for i in range(n) if indegree[i] == 0]
+    layer, ready = [0] * n, list(sources)
     while ready:
         i = ready.pop()
         for j in readers[i]:
@@ -43,12 +45,15 @@ def layers_of(n: int, edges: list[tuple[int, int]]) -> list[int]:
                 ready.append(j)
     if any(indegree):
         raise ValueError("layout: the graph has a cycle; only a DAG has layers")
+    for i in sources:
+        if readers[i]:
+            layer[i] = min(layer[j] for j in readers[i]) - 1
     return layer
 
 
 def order_layers(layer: list[int], edges: list[tuple[int, int]], group: list) -> list[list[int]]:
     """The nodes of each layer, left to right, by the barycenter heuristic; a group's nodes kept together."""
-    rows: list[list[int]] = [[] for _ in range(max(layer, default=-1) + 1)]
+    rows: list[list[int]] = [[] for _ in range(max(layer, default=-1) + 1)]  # (a layer may end up empty)
     for i, k in enumerate(layer):
         rows[k].append(i)
     above, below = defaultdict(list), defaultdict(list)
@@ -73,7 +78,7 @@ def order_layers(layer: list[int], edges: list[tuple[int, int]], group: list) ->
 def layout(labels: list[str], edges: list[tuple[int, int]], group: list | None = None) -> list[Box]:
     """A box for each node (a label's width), in layers from the graph's sources down."""
     group = group if group is not None else [None] * len(labels)
-    rows = order_layers(layers_of(len(labels), edges), edges, group)
+    rows = [row for row in order_layers(layers_of(len(labels), edges), edges, group) if row]
     boxes: list[Box | None] = [None] * len(labels)
     widths = [max(60, CHAR_WIDTH * len(label) + 16) for label in labels]
     row_widths = [sum(widths[i] for i in row) + NODE_GAP * (len(row) - 1) for row in rows]

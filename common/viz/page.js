@@ -4,7 +4,9 @@
 
 const SVG = "http://www.w3.org/2000/svg";
 const COLORS = ["#d9534f", "#5b8def", "#3aa655", "#e08e0b", "#9b59b6", "#16a2b8", "#c0392b", "#7f8c8d"];
-let view = null;
+let view = null; // the summary (app.summary); a realize's drawing and a kernel's record are fetched when opened
+const realizes = {};
+const programs = {};
 let opened = null; // the program key of the kernel open in the Kernels tab
 let step = 0; // the pass step shown for it
 let codeKind = "source"; // "source" or "uops"
@@ -61,7 +63,8 @@ function drawGraph(drawing, onOpen) {
 
 function panZoom(canvas, root, width, height) {
   const box = canvas.getBoundingClientRect();
-  let scale = Math.min(1, box.width / (width + 40), box.height / (height + 40));
+  // the whole drawing where it fits at a readable size; else its top, at the smallest readable size
+  let scale = Math.max(0.4, Math.min(1, box.width / (width + 40), box.height / (height + 40)));
   let x = 20, y = 20, drag = null;
   const apply = () => root.setAttribute("transform", `translate(${x},${y}) scale(${scale})`);
   canvas.onwheel = (e) => {
@@ -79,11 +82,16 @@ function panZoom(canvas, root, width, height) {
   apply();
 }
 
-function showRealize(i) {
-  const r = view.realizes[i];
+async function fetched(cache, key, path) {
+  if (!(key in cache)) cache[key] = await (await fetch(path)).json();
+  return cache[key];
+}
+
+async function showRealize(i) {
+  const r = await fetched(realizes, i, `realize/${i}.json`);
   const kernels = r.kernels.length;
   document.getElementById("realize-info").textContent =
-    `${r.nodes} nodes, ${kernels} kernel${kernels === 1 ? "" : "s"}` +
+    `${r.nodes} nodes (${r.constants} constants, not drawn), ${kernels} kernel${kernels === 1 ? "" : "s"}` +
     (r.drawing.kind === "kernels" ? " (too many nodes to draw one by one: the kernel graph; click a kernel for its part)" : "");
   const programOf = (item) => (r.kernels.find((k) => k.item === item) || {}).program;
   const open = (item) => {
@@ -123,7 +131,8 @@ function codeBlock(id, full, diff) {
   return pre;
 }
 
-function openKernel(key) {
+async function openKernel(key) {
+  await fetched(programs, key, `program/${key}.json`);
   opened = key;
   step = 0;
   showTab("kernels");
@@ -132,7 +141,7 @@ function openKernel(key) {
 }
 
 function renderKernel() {
-  const p = view.programs[opened], s = p.steps[step];
+  const p = programs[opened], s = p.steps[step];
   const detail = document.getElementById("kernel-detail");
   detail.replaceChildren();
   detail.appendChild(el("h2", {id: "kernel-name"}, p.name));
@@ -190,7 +199,9 @@ function showTime(i) {
   const peak = view.peak;
   document.getElementById("time-info").textContent = `${(table.step_seconds * 1e3).toFixed(3)} ms` +
     (peak ? `; this machine's measured peak on ${peak.threads} thread(s): ${peak.gflops.toFixed(0)} GFLOP/s, ` +
-            `${peak.gbs.toFixed(1)} GB/s` : "; no peak measured for this device");
+            `${peak.gbs.toFixed(1)} GB/s` : "; no peak measured for this device") +
+    ". A kernel's ALU ops are GlobalCounters' estimate (ops a step times steps): where a pass skips terms " +
+    "(causal ranges, lookups) it counts them anyway, so its GFLOP/s can read above the peak.";
   chart.replaceChildren();
   const head = el("div", {class: "time-row head"});
   head.append(el("span", {}, "kernel"), el("span", {}, "share of the step"), el("span", {}, "ms"),
@@ -244,17 +255,20 @@ async function start() {
   view = await (await fetch("view.json")).json();
   document.getElementById("title").textContent = view.title;
   for (const tab of document.querySelectorAll(".tab")) tab.addEventListener("click", () => showTab(tab.dataset.tab));
-  const realizes = document.getElementById("realize");
-  view.realizes.forEach((r, i) => realizes.appendChild(el("option", {value: i},
-    `${i}: ${r.kernels.length} kernels, ${r.nodes} nodes`)));
-  realizes.onchange = () => showRealize(Number(realizes.value));
+  const choice = document.getElementById("realize");
+  view.realizes.forEach((r, i) => choice.appendChild(el("option", {value: i}, `${i}: ${r.kernels} kernels, ${r.nodes} nodes`)));
+  choice.onchange = () => showRealize(Number(choice.value));
   const tables = document.getElementById("time-table");
   view.time.forEach((t, i) => tables.appendChild(el("option", {value: i}, t.title)));
   tables.onchange = () => showTime(Number(tables.value));
   listKernels();
   showStages();
   showTab("graph");
-  if (view.realizes.length) showRealize(0);
+  if (view.realizes.length) {  // the realize with the most kernels first: a step's forward and backward
+    const most = view.realizes.reduce((best, r, i) => (r.kernels > view.realizes[best].kernels ? i : best), 0);
+    choice.value = most;
+    await showRealize(most);
+  }
   if (view.time.length) showTime(0);
   document.body.dataset.ready = "1";
 }

@@ -49,7 +49,20 @@ def drawing(labels: list[str], titles: list[str], edges: list, groups: list, kin
     return {"nodes": nodes, "edges": edges, "outlines": outlines, "width": width, "height": height}
 
 
+def without_constants(graph: dict) -> dict:
+    """The graph less its constants and their views (the page would fill with them), but those a kernel computes
+    nothing else with (a fill), edges renumbered."""
+    nodes, edges = graph["nodes"], graph["edges"]
+    busy = {n.get("kernel") for n in nodes if n["op"] not in ("CONST", "VIEW", "BUFFER")}
+    const = {i for i, n in enumerate(nodes) if n["op"] == "CONST" and n.get("kernel") in busy | {None}}
+    const |= {d for s, d in edges if s in const and nodes[d]["op"] == "VIEW"}
+    keep = [i for i in range(len(nodes)) if i not in const]
+    at = {old: new for new, old in enumerate(keep)}
+    return {"nodes": [nodes[i] for i in keep], "edges": [[at[s], at[d]] for s, d in edges if s in at and d in at]}
+
+
 def lazy_drawing(graph: dict) -> dict:
+    graph = without_constants(graph)
     nodes = graph["nodes"]
     kinds = ["buffer" if n.get("before") else "view" if n["op"] == "VIEW" else "op" for n in nodes]
     return {"kind": "lazy", **drawing([node_label(n) for n in nodes], [node_title(n) for n in nodes],
@@ -95,7 +108,8 @@ def kernel_part(graph: dict, item: int) -> dict:
 def realize_view(i: int, realize: dict, programs: dict) -> dict:
     graph = realize["graph"]
     big = len(graph["nodes"]) > MAX_DRAWN
-    view = {"index": i, "nodes": len(graph["nodes"]), "kernels": realize["kernels"], "passes": realize["passes"],
+    view = {"index": i, "nodes": len(graph["nodes"]), "constants": sum(n["op"] == "CONST" for n in graph["nodes"]),
+            "kernels": realize["kernels"], "passes": realize["passes"],
             "drawing": kernel_drawing(graph, realize["kernels"], programs) if big else lazy_drawing(graph)}
     if big:
         view["parts"] = {str(k["item"]): kernel_part(graph, k["item"]) for k in realize["kernels"]}

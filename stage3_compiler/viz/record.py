@@ -42,6 +42,7 @@ from ..threads import get_num_threads
 
 KERNEL_PHASES = (Phase.OPTIONS, Phase.LOWER, Phase.UOPS, Phase.RENDER)  # the passes that act on one kernel
 CONTEXT = 3  # unchanged lines shown around each change of a step's diff
+MAX_LINES = 400  # of a step's UOps, source or diff kept (a large kernel's vectorized UOps run to thousands)
 
 
 @dataclass
@@ -146,9 +147,16 @@ def passes_set(names: list[str]):
             os.environ["PASSES"] = before
 
 
+def capped(text: str) -> str:
+    lines = text.splitlines()
+    if len(lines) <= MAX_LINES:
+        return text
+    return "\n".join([*lines[:MAX_LINES], f"... {len(lines) - MAX_LINES} more lines (the recording keeps {MAX_LINES})"])
+
+
 def diff(before: str, after: str) -> list[list[str]]:
     """The lines that changed from before to after, with CONTEXT lines around each change: [tag, line]
-    with tag "+" (added), "-" (removed), " " (kept) or "@" (a gap of unchanged lines)."""
+    with tag "+" (added), "-" (removed), " " (kept) or "@" (a gap of unchanged lines); at most MAX_LINES."""
     out = []
     for group in difflib.SequenceMatcher(None, before.splitlines(), after.splitlines()).get_grouped_opcodes(CONTEXT):
         out.append(["@", f"lines {group[0][1] + 1}.. / {group[0][3] + 1}.."])
@@ -159,6 +167,9 @@ def diff(before: str, after: str) -> list[list[str]]:
                 continue
             out.extend(["-", line] for line in a[i1:i2])
             out.extend(["+", line] for line in b[j1:j2])
+    if len(out) > MAX_LINES:
+        out = [*out[:MAX_LINES], ["@", f"... {len(out) - MAX_LINES} more lines of this diff (the recording keeps "
+                                       f"{MAX_LINES})"]]
     return out
 
 
@@ -178,7 +189,7 @@ def pass_steps(item, program, renderer) -> list[dict]:
         uops = "\n".join(repr(u) for u in kernel.uops)
         step = {"pass": added or "core", "opts": [str(o) for o in kernel.opts]}
         if last is None:
-            step.update(uops=uops, source=source)
+            step.update(uops=capped(uops), source=capped(source))
         else:
             step.update(uops_diff=diff(last[0], uops), source_diff=diff(last[1], source))
         steps.append(step)
