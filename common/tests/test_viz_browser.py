@@ -13,13 +13,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import stage3_compiler as st
-from stage3_compiler.viz.record import recording
 
+import stage3_compiler as st
 from common.models.gpt import GPT, GPTConfig
 from common.train.optimizers import build_optimizer
 from common.viz.peak import measure
 from common.viz.view import build
+from stage3_compiler.viz.record import recording
 
 from .chromium import BROWSERS, Chromium, find_chromium
 
