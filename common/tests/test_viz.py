@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import re
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -37,6 +41,17 @@ def step(x):
 for i in range(5):
     step(Tensor(np.random.default_rng(i).standard_normal((4, 16)).astype(np.float32)))
 '''
+
+STAGED = """
+import argparse, importlib
+import numpy as np
+parser = argparse.ArgumentParser()
+parser.add_argument("--stage", type=int, default=3)
+stage = importlib.import_module({2: "stage2_autograd", 3: "stage3_compiler"}[parser.parse_args().stage])
+x = stage.Tensor(np.ones((8, 8), np.float32), requires_grad=True)
+((x @ x).relu() * 2).sum().backward()
+print(float(x.grad.numpy().sum()))
+"""
 
 
 def test_the_layout_puts_every_edge_downward_and_no_two_boxes_of_a_layer_over_each_other():
@@ -175,3 +190,26 @@ def test_the_server_serves_the_page_its_files_and_the_view(view):
     finally:
         server.should_exit = True
         thread.join(15)
+
+
+def test_stage2s_calls_stand_beside_stage3s_kernels_for_the_same_program(tmp_path):
+    script, out = tmp_path / "staged.py", tmp_path / "view.json"
+    script.write_text(STAGED)
+    assert main(["viz", "--stage2", "--json", str(out), "--no-serve", str(script), "--stage", "3"]) == 0
+    view = json.loads(out.read_text())
+    stage2, stage3 = view["stages"]["stage2"], view["stages"]["stage3"]
+    assert stage3["total"] == sum(len(r["kernels"]) for r in view["realizes"])
+    assert stage2["total"] == sum(c["count"] for c in stage2["calls"]) > stage3["total"]  # fusion's doing
+    assert any(c["name"].startswith("gemm_") for c in stage2["calls"])
+
+
+def test_viz_1_records_a_whole_program_that_sitp_viz_then_loads(tmp_path):
+    script, recorded, out = tmp_path / "staged.py", tmp_path / "recorded.json", tmp_path / "view.json"
+    script.write_text(STAGED)
+    env = {**os.environ, "VIZ": "1", "VIZ_FILE": str(recorded), "PYTHONPATH": str(Path(__file__).parents[2])}
+    run = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert f"see them with: sitp viz --load {recorded}" in run.stdout
+    assert main(["viz", "--load", str(recorded), "--json", str(out), "--no-serve"]) == 0
+    view = json.loads(out.read_text())
+    assert view["realizes"] and view["programs"] and view["time"]

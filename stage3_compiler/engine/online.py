@@ -30,8 +30,8 @@ instead (softmax.softmax_block, heuristics.online_block): their max, the row's n
 the block and 16 terms e^(x_j - m), which the vectorizer computes as one vector (vectorize.pack_terms).
 Under a causal mask the loop stops at the query's own key (codegen/ranges.py).
 
-The rule is off unless PASSES turns it on (passes.py). With the blocks, the forward on the CPU is faster than
-the kernels it replaces at nanoGPT's sizes, and a training step with FlashAttention's backward about as
+The rule is on unless PASSES turns it off (passes.py: PASSES=-online). With the blocks, the forward on the
+CPU is faster than the kernels it replaces at nanoGPT's sizes, and a training step with FlashAttention's backward about as
 fast (benchmarks/results/stage3_online_softmax.md); the key-by-key loop, one scalar exp a key, had been
 far slower.
 

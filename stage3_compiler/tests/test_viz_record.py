@@ -7,8 +7,10 @@ from .. import GlobalCounters, Tensor, TinyJit, nn, optim
 from ..engine.capture import KernelStep
 from ..passes import TABLE, Phase
 from ..viz.record import TimedRuntime, current, recording
+from . import test_cuda
 
 KERNEL_PHASES = (Phase.OPTIONS, Phase.LOWER, Phase.UOPS, Phase.RENDER)
+cuda = test_cuda.cuda  # the fixture: the cuda device (real, or emulated under SITP_CUDA_BACKEND=emulate), or a skip
 
 
 def rand(*shape, seed=0):
@@ -85,3 +87,13 @@ def test_nothing_is_recorded_or_timed_without_a_recording():
     assert current() is None
     step = training(3)
     assert not any(isinstance(s.runtime, TimedRuntime) for s in step.plan.steps if isinstance(s, KernelStep))
+
+
+def test_a_cuda_kernel_is_recorded_pass_by_pass_in_cuda_c(cuda):
+    x, w = rand(64, 32).to(cuda).realize(), rand(32, 48, seed=1).to(cuda).realize()
+    with recording() as r:
+        (x @ w).realize()
+    (matmul,) = [p for p in r.programs.values() if p["name"].startswith("r_")]
+    assert matmul["device"] == "CUDA" and "__global__" in matmul["source"]
+    assert [s["pass"] for s in matmul["steps"]][0] == "core" and matmul["steps"][-1]["pass"] != "beam"
+    assert "__global__" in matmul["steps"][0]["source"]

@@ -32,12 +32,14 @@ from pathlib import Path
 from ..codegen.heuristics import heuristic_choice
 from ..codegen.lower import lower
 from ..device import runtime_of
+from ..engine import program_cache
 from ..engine.capture import KernelStep
 from ..engine.debug import fused_bases
+from ..engine.identity import kernel_key
 from ..engine.realize import Ran
 from ..graph.lazy import numel
 from ..passes import TABLE, Pass, Phase, active, on
-from ..settings import beam_width, enabled
+from ..settings import beam_width, cache_dir, enabled
 from ..threads import get_num_threads
 
 KERNEL_PHASES = (Phase.OPTIONS, Phase.LOWER, Phase.UOPS, Phase.RENDER)  # the passes that act on one kernel
@@ -200,6 +202,26 @@ def pass_steps(item, program, renderer) -> list[dict]:
     return steps
 
 
+def cached_steps(item, program, renderer) -> list[dict]:
+    """pass_steps, kept on disk beside the lowered kernels (engine/program_cache.py, under its key: the kernel's
+    identity, the renderer, the machine and this package's code): lowering a kernel once per pass is most of
+    what a recording costs, and a second recording of a program finds its kernels' steps there. (Not under
+    BEAM, whose options the key does not hold.)"""
+    if beam_width():
+        return pass_steps(item, program, renderer)
+    path = cache_dir() / "viz" / f"{program_cache.disk_key(kernel_key(item)[0], renderer).name}.json"
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, ValueError):
+        pass
+    steps = pass_steps(item, program, renderer)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False) as tmp:  # renamed into place: all or none
+        json.dump(steps, tmp)
+    os.replace(tmp.name, path)
+    return steps
+
+
 def buffer_of(b, role: str) -> dict:
     return {"role": role, "shape": [str(n) for n in b.shape], "dtype": b.dtype.name,
             "bytes": numel(b.shape) * b.dtype.itemsize}
@@ -225,7 +247,7 @@ def program_record(item, program) -> dict:
             "opts": [str(o) for o in kernel.opts], "why": why, "passes": list(kernel.passes),
             "threads": kernel.threads, "buffers": buffers, "bytes": sum(b["bytes"] for b in buffers),
             "flops": kernel.ops * numel(kernel.reduce_shape or kernel.shape),
-            "site": site_of(item.root), "steps": pass_steps(item, program, runtime.renderer)}
+            "site": site_of(item.root), "steps": cached_steps(item, program, runtime.renderer)}
 
 
 def options_why(item, renderer) -> list[str]:
