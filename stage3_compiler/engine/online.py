@@ -31,9 +31,9 @@ the block and 16 terms e^(x_j - m), which the vectorizer computes as one vector 
 Under a causal mask the loop stops at the query's own key (codegen/ranges.py).
 
 The rule is on unless PASSES turns it off (passes.py: PASSES=-online). With the blocks, the forward on the
-CPU is faster than the kernels it replaces at nanoGPT's sizes, and a training step with FlashAttention's backward about as
-fast (benchmarks/results/stage3_online_softmax.md); the key-by-key loop, one scalar exp a key, had been
-far slower.
+CPU is faster than the kernels it replaces at nanoGPT's sizes, and a training step with FlashAttention's
+backward about as fast (benchmarks/results/stage3_online_softmax.md); the key-by-key loop, one scalar exp a
+key, had been far slower.
 
 The rescale e^(m_old - m_new) relies on e^(a + b) = e^a e^b. That holds for exp and for nothing the
 scheduler can check by itself, so it relies on exp's label rather than on the formula's shape.
