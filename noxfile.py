@@ -178,7 +178,7 @@ sessions run the views in float32: conformance/cases.py says why)."""
 @nox.session
 def models(session: nox.Session) -> None:
     """Data loaders, tokenizers, the model zoo, nanochat, the training loop on real data (fetches the data
-    once) and data-parallel training on two MPI ranks (mpich's wheel)."""
+    once), data-parallel training on two MPI ranks (mpich's wheel), and the chat and viz pages in a browser."""
     install(session, "test", "data", "torch", "dist", "serve")
     session.run("python", "-m", "common.data.fetch")
     install_chromium(session)
@@ -189,8 +189,8 @@ BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stab
 
 
 def install_chromium(session: nox.Session) -> None:
-    """The chat web UI is tested in a real headless browser: Debian's chromium, installed here when it is
-    missing and apt can install it (root on Debian: ~12 s, ~110 MB download); otherwise that test skips, saying so."""
+    """The chat and viz pages are tested in a real headless browser: Debian's chromium, installed here when it is
+    missing and apt can install it (root on Debian: ~12 s, ~110 MB download); otherwise those tests skip, saying so."""
     if os.environ.get("SITP_CHROMIUM") or any(shutil.which(name) for name in BROWSERS):
         return
     if not shutil.which("apt-get") or os.geteuid() != 0:

@@ -114,6 +114,8 @@ def test_the_slowest_kernel_of_the_step_opens_from_the_time_chart_and_steps_thro
         seen.append(browser.evaluate("document.getElementById('step-name').textContent"))
         changed = browser.evaluate("document.querySelectorAll('#kernel-code .add, #kernel-code .del').length")
         assert changed > 0, f"{seen[-1]} shows no change"
+        if seen[-1].startswith("+ vectorize"):
+            screenshot(browser, "kernel-vectorize")
     assert [s.split(":")[0] for s in seen[1:]] == [f"+ {s['pass']}" for s in program["steps"][1:]]
     assert len(seen) == len(program["steps"]) >= 2
     screenshot(browser, "kernel")
