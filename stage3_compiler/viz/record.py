@@ -2,12 +2,10 @@
 
 Told of each realize (engine/realize.WATCHERS) while a recording is on, it keeps, before the computed
 bases forget their sources:
-- the lazy graph of the realize: every base and view it computed, with its op, shape, dtype and the
-  user's line that made it, the buffers it read, and which kernel computed each base;
-- each kernel the first time its program runs: its options, the passes that changed it, its buffers,
-  and its UOps and source after the core alone, then after each of those passes in the table's order
-  (passes.py), the kernel lowered again with the passes so far, each step stored as a diff of the one
-  before; the source that ran (BEAM's options, where BEAM chose them);
+- the lazy graph of the realize (graph.py);
+- each kernel the first time its program runs: its options and why (the heuristics' rules, or BEAM), the
+  passes that changed it, its buffers, its steps from the core alone through each of those passes
+  (steps.py) and the source that ran;
 - each launch's time.
 A TinyJit's replays run no realize: told of each plan a TinyJit makes (jit.JIT_WATCHERS), the recording
 times its kernels' launches from then on, replay by replay.
@@ -19,9 +17,7 @@ made then replays untimed.
 from __future__ import annotations
 
 import atexit
-import difflib
 import json
-import linecache
 import os
 import tempfile
 import time
@@ -30,21 +26,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..codegen.heuristics import heuristic_choice
-from ..codegen.lower import lower
 from ..device import runtime_of
-from ..engine import program_cache
 from ..engine.capture import KernelStep
 from ..engine.debug import fused_bases
-from ..engine.identity import kernel_key
 from ..engine.realize import Ran
 from ..graph.lazy import numel
-from ..passes import TABLE, Pass, Phase, active, on
-from ..settings import beam_width, cache_dir, enabled
+from ..passes import TABLE, Pass, active, on
+from ..settings import beam_width, enabled
 from ..threads import get_num_threads
-
-KERNEL_PHASES = (Phase.OPTIONS, Phase.LOWER, Phase.UOPS, Phase.RENDER)  # the passes that act on one kernel
-CONTEXT = 3  # unchanged lines shown around each change of a step's diff
-MAX_LINES = 400  # of a step's UOps, source or diff kept (a large kernel's vectorized UOps run to thousands)
+from .graph import graph_of, site_of
+from .steps import cached_steps
 
 
 @dataclass
@@ -79,147 +70,6 @@ def recording():
         yield r
     finally:
         _active.remove(r)
-
-
-# ---- the graph of a realize ----
-
-def site_of(b) -> dict | None:
-    """The user's line that made a node: file, line number and the line's text."""
-    site = getattr(b, "site", None)
-    if site is None:
-        return None
-    return {"file": site[0], "line": site[1], "code": linecache.getline(site[0], site[1]).strip()}
-
-
-def describe_arg(b) -> str:
-    if b.arg is None or b.op.name == "CAST":
-        return ""
-    text = str(b.arg)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def graph_of(outs: list, items: list) -> dict:
-    """The realize's lazy graph (every view and base down to the buffers realized before) and each base's
-    kernel: nodes by index, edges as [source, reader] index pairs."""
-    kernel_of: dict[int, int] = {}
-    for i, item in enumerate(items):
-        for b in fused_bases(item.root, item.stored or frozenset()):
-            kernel_of.setdefault(id(b), i)
-    index: dict[int, int] = {}
-    order, stack = [], list(outs)
-    while stack:
-        v = stack.pop()
-        if id(v) in index:
-            continue
-        index[id(v)] = len(order)
-        order.append(v)
-        stack.extend(sources(v))
-    nodes = [node_of(v, kernel_of) for v in order]
-    edges = [[index[id(s)], i] for i, v in enumerate(order) for s in sources(v)]
-    return {"nodes": nodes, "edges": edges}
-
-
-def sources(v) -> list:
-    """What a node of the drawn graph reads: a view its base, a base its sources (a buffer nothing)."""
-    if not v.is_base:
-        return [v.base]
-    return [] if v.op.name == "BUFFER" else list(v.srcs)
-
-
-def node_of(v, kernel_of: dict[int, int]) -> dict:
-    node = {"op": "VIEW" if not v.is_base else v.op.name, "shape": [str(n) for n in v.shape], "dtype": v.dtype.name}
-    if v.is_base:
-        node.update(arg=describe_arg(v), site=site_of(v), before=v.op.name == "BUFFER", kernel=kernel_of.get(id(v)))
-    return node
-
-
-# ---- a kernel, pass by pass ----
-
-@contextmanager
-def passes_set(names: list[str]):
-    """PASSES set to exactly these passes (none: the core alone) inside the block."""
-    before = os.environ.get("PASSES")
-    os.environ["PASSES"] = ",".join(names) or "none"
-    try:
-        yield
-    finally:
-        if before is None:
-            del os.environ["PASSES"]
-        else:
-            os.environ["PASSES"] = before
-
-
-def capped(text: str) -> str:
-    lines = text.splitlines()
-    if len(lines) <= MAX_LINES:
-        return text
-    return "\n".join([*lines[:MAX_LINES], f"... {len(lines) - MAX_LINES} more lines (the recording keeps {MAX_LINES})"])
-
-
-def diff(before: str, after: str) -> list[list[str]]:
-    """The lines that changed from before to after, with CONTEXT lines around each change: [tag, line]
-    with tag "+" (added), "-" (removed), " " (kept) or "@" (a gap of unchanged lines); at most MAX_LINES."""
-    out = []
-    for group in difflib.SequenceMatcher(None, before.splitlines(), after.splitlines()).get_grouped_opcodes(CONTEXT):
-        out.append(["@", f"lines {group[0][1] + 1}.. / {group[0][3] + 1}.."])
-        a, b = before.splitlines(), after.splitlines()
-        for tag, i1, i2, j1, j2 in group:
-            if tag == "equal":
-                out.extend([" ", line] for line in a[i1:i2])
-                continue
-            out.extend(["-", line] for line in a[i1:i2])
-            out.extend(["+", line] for line in b[j1:j2])
-    if len(out) > MAX_LINES:
-        out = [*out[:MAX_LINES], ["@", f"... {len(out) - MAX_LINES} more lines of this diff (the recording keeps "
-                                       f"{MAX_LINES})"]]
-    return out
-
-
-def pass_steps(item, program, renderer) -> list[dict]:
-    """The kernel after the core alone (with the passes that shaped its schedule item, which lowering
-    reads), then after each pass that changed it, added in the table's order: its options, UOps and
-    source at each step, the first in full and each next one as a diff of the one before."""
-    on_now = active()
-    shaping = [p.value for p in TABLE if p in on_now and TABLE[p].phase not in KERNEL_PHASES]
-    changed = [p.value for p in TABLE if p.value in program.kernel.passes and TABLE[p].phase in KERNEL_PHASES]
-    steps, names, last = [], list(shaping), None
-    for added in [None, *changed]:
-        names += [added] if added else []
-        with passes_set(names):
-            kernel = lower(item, renderer)
-            source = renderer.render(kernel)
-        uops = "\n".join(repr(u) for u in kernel.uops)
-        step = {"pass": added or "core", "opts": [str(o) for o in kernel.opts]}
-        if last is None:
-            step.update(uops=capped(uops), source=capped(source))
-        else:
-            step.update(uops_diff=diff(last[0], uops), source_diff=diff(last[1], source))
-        steps.append(step)
-        last = (uops, source)
-    if last[1] != program.source:  # BEAM's options, not the heuristics'
-        steps.append({"pass": "beam", "opts": [str(o) for o in program.kernel.opts],
-                      "uops_diff": [], "source_diff": diff(last[1], program.source)})
-    return steps
-
-
-def cached_steps(item, program, renderer) -> list[dict]:
-    """pass_steps, kept on disk beside the lowered kernels (engine/program_cache.py, under its key: the kernel's
-    identity, the renderer, the machine and this package's code): lowering a kernel once per pass is most of
-    what a recording costs, and a second recording of a program finds its kernels' steps there. (Not under
-    BEAM, whose options the key does not hold.)"""
-    if beam_width():
-        return pass_steps(item, program, renderer)
-    path = cache_dir() / "viz" / f"{program_cache.disk_key(kernel_key(item)[0], renderer).name}.json"
-    try:
-        return json.loads(path.read_text())
-    except (FileNotFoundError, ValueError):
-        pass
-    steps = pass_steps(item, program, renderer)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False) as tmp:  # renamed into place: all or none
-        json.dump(steps, tmp)
-    os.replace(tmp.name, path)
-    return steps
 
 
 def buffer_of(b, role: str) -> dict:
