@@ -213,3 +213,11 @@ def test_viz_1_records_a_whole_program_that_sitp_viz_then_loads(tmp_path):
     assert main(["viz", "--load", str(recorded), "--json", str(out), "--no-serve"]) == 0
     view = json.loads(out.read_text())
     assert view["realizes"] and view["programs"] and view["time"]
+
+
+def test_a_missing_or_foreign_recording_is_refused_by_name(tmp_path, capsys):
+    assert main(["viz", "--load", str(tmp_path / "none.json"), "--no-serve"]) == 1
+    (tmp_path / "other.json").write_text('{"a": 1}')
+    assert main(["viz", "--load", str(tmp_path / "other.json"), "--no-serve"]) == 1
+    err = capsys.readouterr().err
+    assert "cannot read the recording" in err and "is not a recording VIZ=1 wrote" in err

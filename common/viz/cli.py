@@ -79,12 +79,23 @@ def record_program(module: str | None, argv: list[str], stage2: bool) -> tuple[d
     return r.to_json(), calls
 
 
+def load_recording(path: Path) -> dict:
+    """A recording VIZ=1 wrote; a RuntimeError naming the file where it is missing or not one."""
+    try:
+        recorded = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise RuntimeError(f"viz: cannot read the recording {path}: {e}") from None
+    if not isinstance(recorded, dict) or not {"realizes", "programs", "jits", "passes"} <= recorded.keys():
+        raise RuntimeError(f"viz: {path} is not a recording VIZ=1 wrote (it lacks realizes, programs, jits, passes)")
+    return recorded
+
+
 def cmd_viz(args: argparse.Namespace) -> int:
     from .peak import measure  # (stage3's compiler, as above)
     from .view import build
 
     if args.load is not None:
-        recorded, calls, title = json.loads(Path(args.load).read_text()), None, args.load
+        recorded, calls, title = load_recording(Path(args.load)), None, args.load
     elif args.module is None and not args.program:
         raise RuntimeError("viz: name a script (sitp viz SCRIPT.py ...) or a module (sitp viz -m MODULE ...)")
     else:
@@ -95,11 +106,16 @@ def cmd_viz(args: argparse.Namespace) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(view))
         print(f"viz: the page's data in {args.json}")
-    if not args.no_serve:
-        print(f"viz: http://{args.host}:{args.port}/ ({len(view['realizes'])} realizes, "
-              f"{len(view['programs'])} kernels; Ctrl-C to stop)", flush=True)
+    if args.no_serve:
+        return 0
+    try:
         from .app import make_server  # FastAPI and uvicorn: the optional `serve` extra
-
-        make_server(view, args.host, args.port).run()
+    except ModuleNotFoundError as e:
+        print(f"sitp viz: {e.name} is not installed; pip install -e '.[serve]' (or write the page's data with "
+              "--json FILE --no-serve)", file=sys.stderr)
+        return 1
+    print(f"viz: http://{args.host}:{args.port}/ ({len(view['realizes'])} realizes, "
+          f"{len(view['programs'])} kernels; Ctrl-C to stop)", flush=True)
+    make_server(view, args.host, args.port).run()
     return 0
 
