@@ -1,5 +1,5 @@
 """The viz page in a real headless Chromium (chromium.py), over a recorded nanoGPT training step on stage3: the
-graph is drawn, the time chart lists the step's kernels, a click opens the slowest one, and stepping through
+graph is drawn, the time chart lists the step's kernels, a click opens one, and stepping through
 its passes shows each pass's changes, then the source that ran. A screenshot of each tab is written to
 $SITP_VIZ_SCREENSHOTS (a folder) when it is set. Skips, saying so, without Chromium or the `serve` extra."""
 
@@ -23,7 +23,7 @@ from stage3_compiler.viz.record import recording
 
 from .chromium import BROWSERS, Chromium, find_chromium
 
-CONFIG = GPTConfig(block_size=32, vocab_size=65, n_layer=2, n_head=2, n_embd=64)
+CONFIG = GPTConfig(block_size=16, vocab_size=65, n_layer=1, n_head=2, n_embd=32)  # small: its kernels compile cold in CI
 
 
 def recorded_nanogpt_step() -> dict:
@@ -94,15 +94,16 @@ def test_the_graph_of_a_realize_is_drawn_with_its_kernels_outlined(page):
     screenshot(browser, "graph")
 
 
-def test_the_slowest_kernel_of_the_step_opens_from_the_time_chart_and_steps_through_its_passes(page):
+def test_a_kernel_opens_from_the_time_chart_and_steps_through_its_passes(page):
     browser, view = page
     browser.click("#tab-time")
     rows = browser.wait_for("document.querySelectorAll('.time-row[data-key]').length", "the time chart")
     table = view["time"][0]
     assert table["title"].startswith("TinyJit train_step") and rows == len(table["rows"])
     screenshot(browser, "time")
-    slowest = table["rows"][0]
-    browser.click(".time-row[data-key]")
+    # the slowest kernel that at least two passes changed
+    slowest = next(row for row in table["rows"] if len(view["programs"][row["program"]]["steps"]) >= 3)
+    browser.click(f".time-row[data-key={slowest['program']}]")
     name = browser.wait_for("document.getElementById('kernel-name')?.textContent", "the opened kernel")
     assert name == slowest["name"]
     program = view["programs"][slowest["program"]]
@@ -117,7 +118,7 @@ def test_the_slowest_kernel_of_the_step_opens_from_the_time_chart_and_steps_thro
         if seen[-1].startswith("+ vectorize"):
             screenshot(browser, "kernel-vectorize")
     assert [s.split(":")[0] for s in seen[1:]] == [f"+ {s['pass']}" for s in program["steps"][1:]]
-    assert len(seen) == len(program["steps"]) >= 2
+    assert len(seen) == len(program["steps"]) >= 3
     screenshot(browser, "kernel")
 
 
