@@ -23,7 +23,7 @@ from stage3_compiler.viz.record import recording
 
 from .chromium import BROWSERS, Chromium, find_chromium
 
-CONFIG = GPTConfig(block_size=16, vocab_size=65, n_layer=1, n_head=2, n_embd=32)  # small: its kernels compile cold in CI
+CONFIG = GPTConfig(block_size=16, vocab_size=65, n_layer=1, n_head=2, n_embd=32)  # small: it compiles cold in CI
 
 
 def recorded_nanogpt_step() -> dict:
