@@ -329,6 +329,9 @@ class EmulatedBackend:
             ctypes.memmove(out.ctypes.data, ptr, nbytes)
         return out
 
+    def synchronize(self) -> None:
+        """Nothing to wait for: an emulated kernel has run when its launch returns."""
+
     # ---- kernels ----
 
     def _group(self, name: str) -> list[tuple[str, str]]:

@@ -34,6 +34,10 @@ class Runtime(ABC):
         """Run a Program: buffers in its argument order (outputs first), then its Variables' values."""
 
     @abstractmethod
+    def synchronize(self) -> None:
+        """Wait for every kernel launched so far (to time them)."""
+
+    @abstractmethod
     def rand_uniform(self, dtype: DType, out: int, n: int, seed: int, counter: int) -> None:
         """n numbers of the random stream in [0, 1) at address `out`: the (counter + 1)th on."""
 

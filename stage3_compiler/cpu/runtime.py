@@ -57,6 +57,9 @@ class CPURuntime(Runtime):
         values: its Variables' values, in the kernel's order (kernel.variables)."""
         program.fn(*[ctypes.c_void_p(b.address) for b in buffers], *[ctypes.c_longlong(v) for v in values])
 
+    def synchronize(self) -> None:
+        """Nothing to wait for: a kernel has run when its launch returns."""
+
     # ---- the fixed kernels (random.py, Tensor._iota) ----
 
     def rand_uniform(self, dtype: DType, out: int, n: int, seed: int, counter: int) -> None:

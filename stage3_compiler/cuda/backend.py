@@ -52,6 +52,9 @@ class CupyBackend:
             rt.memcpy(out.ctypes.data, ptr, nbytes, rt.memcpyDeviceToHost)
         return out
 
+    def synchronize(self) -> None:
+        self.cupy.cuda.runtime.deviceSynchronize()
+
     # ---- kernels ----
 
     def function(self, name: str, source: str):

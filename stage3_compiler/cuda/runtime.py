@@ -105,6 +105,10 @@ class CUDARuntime(Runtime):
         args = [*(np.uint64(b.address) for b in buffers), *(np.int64(v) for v in values)]
         self._launch(program.fn, shape.outputs, args, shape.per_block, shape.threads)
 
+    def synchronize(self) -> None:
+        """Wait for every kernel launched so far (a launch returns before its kernel has run)."""
+        self.backend.synchronize()
+
     def _launch(self, fn, n: int, args: list, per_block: int = THREADS, threads: int = THREADS) -> None:
         """n outputs, `per_block` of them a block (the grid-stride loop takes the rest)."""
         if n > 0:  # a grid of zero blocks is an error in CUDA; nothing to do anyway

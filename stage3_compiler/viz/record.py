@@ -142,6 +142,7 @@ class TimedRuntime:
     def launch(self, program, buffers, bound):
         start = time.perf_counter()
         self.runtime.launch(program, buffers, bound)
+        self.runtime.synchronize()  # (a GPU's launch returns before its kernel has run)
         seconds = time.perf_counter() - start
         if self.index == 0:
             self.jit["replays"].append([0.0] * len(self.jit["kernels"]))
