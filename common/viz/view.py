@@ -158,7 +158,9 @@ def eager_time(realizes: list[dict], programs: dict, peak: dict | None) -> dict 
             launches[k["program"]] += 1
     if not seconds:
         return None
-    return {"title": f"the realizes run eagerly ({len(realizes)}), every launch summed",
+    on_gpu = any(programs[key]["device"] != "CPU" for key in seconds)
+    return {"title": f"the realizes run eagerly ({len(realizes)}), every launch summed"
+                     + (" (on the cuda device: the launches' times; their kernels run after)" if on_gpu else ""),
             "step_seconds": sum(seconds.values()), "rows": time_rows(seconds, launches, programs, peak)}
 
 
