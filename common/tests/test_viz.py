@@ -156,8 +156,8 @@ def get(port: int, path: str) -> tuple[int, str, bytes]:
         conn.close()
 
 
-def serving(view: dict):
-    app = pytest.importorskip("common.viz.app", reason="sitp viz serves with the `serve` extra (fastapi, uvicorn)")
+def serving(app, view: dict):
+    """The viz server (app: common.viz.app) for a view on a free loopback port, in a thread: (server, thread, port)."""
     server = app.make_server(view, "127.0.0.1", 0)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -170,7 +170,8 @@ def serving(view: dict):
 
 
 def test_the_server_serves_the_page_its_files_and_the_view(view):
-    server, thread, port = serving(view)
+    app = pytest.importorskip("common.viz.app", reason="sitp viz serves with the `serve` extra (fastapi, uvicorn)")
+    server, thread, port = serving(app, view)
     try:
         status, kind, page = get(port, "/")
         assert status == 200 and kind.startswith("text/html") and b'src="page.js"' in page

@@ -6,8 +6,6 @@ $SITP_VIZ_SCREENSHOTS (a folder) when it is set. Skips, saying so, without Chrom
 from __future__ import annotations
 
 import os
-import threading
-import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -22,6 +20,7 @@ from common.viz.view import build
 from stage3_compiler.viz.record import recording
 
 from .chromium import BROWSERS, Chromium, find_chromium
+from .test_viz import serving
 
 CONFIG = GPTConfig(block_size=16, vocab_size=65, n_layer=1, n_head=2, n_embd=32)  # small: it compiles cold in CI
 
@@ -56,17 +55,9 @@ def page():
         pytest.skip(f"no Chromium found (looked for {', '.join(BROWSERS)} on PATH and $SITP_CHROMIUM); "
                     "on Debian: apt-get install -y --no-install-recommends chromium")
     view = recorded_nanogpt_step()
-    server = app.make_server(view, "127.0.0.1", 0)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 15
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.02)
+    server, thread, port = serving(app, view)
     browser = Chromium(binary)
     try:
-        port = server.servers[0].sockets[0].getsockname()[1]
         browser.send("Page.navigate", url=f"http://127.0.0.1:{port}/")
         browser.wait_for("document.body?.dataset.ready === '1'", "the loaded view")
         yield browser, view
