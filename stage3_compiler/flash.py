@@ -45,7 +45,7 @@ def flash_attention(query, key, value, causal: bool):
     if query.dtype.is_half:
         with autocast(enabled=False):  # its products in float32, not lowered again
             out = flash_attention(*(t.float().contiguous() for t in (query, key, value)), causal)
-        out.lazydata.base.forced = True
+        out.lazydata.base.forced = True  # its own kernel's output, the log-sum-exp beside it, not fused into the cast
         return out.cast(query.dtype)
     scale = 1 / math.sqrt(query.shape[-1])
     with no_grad():
