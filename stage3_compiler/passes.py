@@ -36,6 +36,7 @@ class Phase(Enum):
 
 class Pass(Enum):
     LAYOUTS = "layouts"
+    TILES = "tiles"
     MERGE = "merge"
     ONLINE = "online"
     HEURISTICS = "heuristics"
@@ -62,6 +63,8 @@ class PassInfo:
 TABLE: dict[Pass, PassInfo] = {
     Pass.LAYOUTS: PassInfo(Phase.SCHEDULE, ("codegen/layouts.py",), True,
                            "a matmul reads a transposed, packed or padded copy of an operand"),
+    Pass.TILES: PassInfo(Phase.SCHEDULE, ("codegen/tiles.py", "cpu/tiles.py"), True,
+                         "a bfloat16 matmul runs on the CPU's matrix tiles (AMX), its operands copied tile by tile"),
     Pass.MERGE: PassInfo(Phase.SCHEDULE, ("engine/merge.py",), True,
                          "kernels of one shape become one kernel with several outputs"),
     Pass.ONLINE: PassInfo(Phase.GRAPH, ("engine/online.py", "codegen/softmax.py"), True,

@@ -33,6 +33,7 @@ from .ranges import reduce_ranges
 from .renderer import Renderer
 from .skipping import skip_unselected
 from .softmax import Row, divide_by_row, softmax_term
+from .tiles import lower_tiles, tiled_item
 from .tree import written_out
 from .uops import COMBINE, Kernel, Loop, LoopKind, UOp, UOps, reduce_identity
 from .vectorize import vectorize
@@ -250,6 +251,8 @@ def combine(L: Lowerer, r: LazyBuffer, acc: UOp, n: int) -> UOp:
 def lower(item: ScheduleItem, renderer: Renderer, opts: tuple[Opt, ...] | None = None) -> Kernel:
     """The kernel's UOps for the renderer's target, its loops shaped by `opts` (opts.py; None: the
     heuristic ones, heuristics.py, when that pass is on)."""
+    if tiled_item(item):  # the tiles pass: the kernel's loops are its own (codegen/tiles.py)
+        return lower_tiles(item, renderer, get_num_threads() if renderer.threads else 1)
     by_rule = opts is None
     if opts is None:
         opts = heuristic_opts(item, renderer, get_num_threads()) if on(Pass.HEURISTICS) else ()

@@ -6,7 +6,14 @@ heuristics (heuristics.py), the options' checks (opts.py) and the scheduler's op
 
 from __future__ import annotations
 
+from enum import Enum
+
 from .uops import Kernel
+
+
+class TileUnit(Enum):
+    AMX = "amx"  # Intel's AMX-BF16 instructions (codegen/tiles.py)
+    EMULATED = "emulate"  # C functions doing what they do, for a CPU without them (SITP_TILES=emulate)
 
 
 class Renderer:
@@ -20,6 +27,7 @@ class Renderer:
     grid: bool = False  # the output indices come from a grid of threads (UOps.SPECIAL), not loops
     vector_width: int = 0  # float32s in a vector value an upcast kernel's lanes are packed into (vectorize.py)
     local_memory: bool = False  # LOCAL and GROUP as options (GPU shared memory): named in opts.py, not built
+    matrix_tiles: TileUnit | None = None  # a bfloat16 matmul runs on a matrix unit's tiles (codegen/tiles.py)
 
     def render(self, kernel: Kernel) -> str:
         raise NotImplementedError

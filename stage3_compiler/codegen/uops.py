@@ -39,6 +39,12 @@ class UOps(Enum):
     VEC = auto()  # a vector of lanes: each the scalar srcs[0], or lane k srcs[k] (codegen/vectorize.py)
     GEP = auto()  # one lane of the vector srcs[0]; arg: the lane
     SHUFFLE = auto()  # some lanes of the vector srcs[0], a vector of its own; arg: their indices
+    # a matrix unit's tiles (codegen/tiles.py): arg (tile,); (tile, index Node, row stride in bytes), srcs (GLOBAL,);
+    # (C, A, B): C += A . B over pairs of K; (tile, first row Node, first column Node, rows, columns), srcs (GLOBAL,)
+    TILE_ZERO = auto()
+    TILE_LOAD = auto()
+    TILE_DOT = auto()
+    TILE_STORE = auto()
 
 
 IDENTITY = {Ops.REDUCE_ADD: 0, Ops.REDUCE_MUL: 1}

@@ -20,7 +20,7 @@ from ..dtype import DType, dtypes, rounded
 from ..graph.symbolic import Node, descends, render
 from ..ops import Ops
 from ..passes import Pass
-from . import half_vectors
+from . import half_vectors, tiles
 
 UNSIGNED = {"int8": "unsigned char", "int16": "unsigned short", "int32": "unsigned int", "int64": "unsigned long long",
             "uint8": "unsigned char", "uint16": "unsigned short", "uint32": "unsigned int",
@@ -394,7 +394,8 @@ class CRenderer(Renderer):
         protos = [f"{t} {name}({t});" for name, t in sorted(calls.items()) if name not in (self.exp2f, self.log2f)]
         pow2 = any(u.op is UOps.ALU and u.arg is Ops.POW2 for u in kernel.uops)
         half = any(u.dtype is not None and u.dtype.is_half for u in kernel.uops)
-        return [*protos, *([HALF] if half else []),
+        tiled = [tiles.header(self.matrix_tiles, kernel)] if tiles.uses_tiles(kernel) else []
+        return [*protos, *([HALF] if half else []), *tiled,
                 *([EXP2F] if self.exp2f in calls else []), *([LOG2F] if self.log2f in calls else []),
                 *([POW2] if pow2 else []),
                 *self.vector_types(kernel), *(["#pragma GCC push_options", *pragmas] if pragmas else [])]
@@ -420,11 +421,14 @@ class CRenderer(Renderer):
         return [*src.lines, *self.close(src)]
 
     def open(self, src: Source) -> None:
-        """Lines before the first UOp, inside the kernel's body (the CUDA renderer opens its grid loop)."""
+        """Lines before the first UOp, inside the kernel's body (the CUDA renderer opens its grid loop; a
+        tiled kernel's thread configures its tiles)."""
+        if tiles.uses_tiles(src.kernel):
+            src.add("sitp_tile_config();")
 
     def close(self, src: Source) -> list[str]:
         """Lines after the last UOp, inside the kernel's body."""
-        return []
+        return ["  sitp_tile_release();"] if tiles.uses_tiles(src.kernel) else []
 
     # ---- one method per UOp (RULES) ----
 
@@ -555,9 +559,11 @@ class CRenderer(Renderer):
             value = src.names[id(u.srcs[1])]
             src.add(f"__builtin_memcpy({src.names[id(u.srcs[0])]} + {render(u.arg)}, &{value}, sizeof({value}));")
             return
-        value = src.names[id(u.srcs[1])]
-        if u.srcs[1].dtype.is_half:
-            value = f"{NARROW[u.srcs[1].dtype.name]}({value})"
+        value, stored = src.names[id(u.srcs[1])], u.srcs[1]
+        if stored.op is UOps.LOAD and stored.dtype.is_half and len(stored.srcs) == 1:  # a half value copied: its bits
+            value = f"{src.names[id(stored.srcs[0])]}[{self.load_index(stored)}]"
+        elif stored.dtype.is_half:
+            value = f"{NARROW[stored.dtype.name]}({value})"
         src.add(f"{src.names[id(u.srcs[0])]}[{render(u.arg)}] = {value};")
 
     def render_vec(self, src: Source, u: UOp) -> None:
@@ -575,9 +581,13 @@ class CRenderer(Renderer):
         src.add(f"{self.ctype(u.dtype, u.lanes)} {u.name} = __builtin_shufflevector({v}, {w}, "
                 f"{', '.join(str(k) for k in u.arg)});")
 
+    def render_tile(self, src: Source, u: UOp) -> None:
+        src.add(tiles.tile_line(u, src.names))
+
     RULES = {UOps.GLOBAL: render_global, UOps.RANGE: render_range, UOps.ENDRANGE: render_endrange,
              UOps.IF: render_if, UOps.ENDIF: render_endif,
              UOps.CONST: render_const, UOps.COND: render_cond, UOps.ACC: render_acc, UOps.ACCS: render_accs,
              UOps.PART: render_part, UOps.LOAD: render_load, UOps.CAST: render_cast, UOps.ALU: render_alu,
              UOps.UPDATE: render_update, UOps.STORE: render_store, UOps.VEC: render_vec, UOps.GEP: render_gep,
-             UOps.SHUFFLE: render_shuffle}
+             UOps.SHUFFLE: render_shuffle, UOps.TILE_ZERO: render_tile, UOps.TILE_LOAD: render_tile,
+             UOps.TILE_DOT: render_tile, UOps.TILE_STORE: render_tile}

@@ -15,6 +15,7 @@ from ..codegen.runtime import Runtime, rand_kernel
 from ..dtype import DType
 from .compiler import compile_c, compile_kernels, vector_registers
 from .renderer import CRenderer
+from .tiles import tile_unit
 
 FIXED_SOURCE = r"""
 #include <stdint.h>
@@ -43,7 +44,9 @@ class CPURuntime(Runtime):
     @functools.cached_property
     def renderer(self) -> CRenderer:
         """The C renderer for this CPU (made on first use: probing the compiler starts a process)."""
-        return CRenderer(*vector_registers())
+        renderer = CRenderer(*vector_registers())
+        renderer.matrix_tiles = tile_unit()
+        return renderer
 
     def compile(self, source: str, name: str) -> ctypes._CFuncPtr:
         return compile_kernels([(source, name)])[0]

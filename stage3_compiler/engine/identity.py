@@ -68,7 +68,8 @@ def structure(item: ScheduleItem, found: set | None = None) -> tuple[tuple, list
     for o in item.outputs:
         visit(o)
     reduces = tuple(number[id(r)] if id(r) in number else visit(r) for r in item.reduces)
-    return (item.root.device, reduces, tuple(records), item.online is not None, item.in_place), inputs
+    tiled = tuple(r.tiles is not None for r in item.reduces)  # (codegen/tiles.py: a kernel of its own)
+    return (item.root.device, reduces, tuple(records), item.online is not None, item.in_place, tiled), inputs
 
 
 def kernel_key(item: ScheduleItem) -> tuple[tuple, list[LazyBuffer], dict[str, int]]:

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 from ..codegen.item import ScheduleItem
 from ..codegen.layouts import copy_operands, matmul_product, reads_recomputed
+from ..codegen.tiles import rounds_tiles, tile_operands
 from ..device import runtime_of
 from ..graph.lazy import LazyBuffer, numel
 from ..ops import IR_ELEMENTWISE, IR_REDUCE, Ops
@@ -135,15 +136,18 @@ def rewrite_graph(outs: list[LazyBuffer]) -> list[LazyBuffer]:
     in-place writes since they were made."""
     bases = graph(outs)
     check_versions(bases)
-    if not on(Pass.LAYOUTS):
-        return bases
     changed = False
     # with the online pass attention's scores are computed in the online softmax's kernel (engine/online.py),
     # where a copy of k transposed would only be one more kernel
     batched = not on(Pass.ONLINE)
     for b in bases:
-        if matmul_product(b) is not None and not reads_recomputed(b):
-            changed |= copy_operands(b, runtime_of("realize", b.device).renderer, batched)
+        if matmul_product(b) is None or reads_recomputed(b) or b.tiles is not None:
+            continue
+        renderer = runtime_of("realize", b.device).renderer
+        if tile_operands(b, renderer):  # (the tiles pass: a bfloat16 matmul on the matrix unit)
+            changed = True
+        elif on(Pass.LAYOUTS):
+            changed |= copy_operands(b, renderer, batched)
     return graph(outs) if changed else bases
 
 
@@ -163,8 +167,8 @@ def fuse(outs: list[LazyBuffer], bases: list[LazyBuffer]) -> list[ScheduleItem]:
         if len(found) != 1:
             continue
         reader, view = found[0]
-        if id(reader) in recomputed:
-            continue
+        if id(reader) in recomputed or (b.tiles is not None and not rounds_tiles(reader, view)):
+            continue  # (a tiled matmul's kernel rounds its sums as it stores them, and does nothing else)
         fusable = reader.op in IR_ELEMENTWISE or reader.op is Ops.CONTIGUOUS  # (an assign of a sum)
         if fusable and same_order(view, b) and id(reader) not in fused_into:
             fused_into[id(reader)] = b

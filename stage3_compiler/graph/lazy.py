@@ -60,6 +60,7 @@ class LazyBuffer:
             self.along: tuple[LazyBuffer, ...] = ()
             self.iota = False  # a buffer filled with 0, 1, 2...: arange's (holds while its buffer's version is 0)
             self.operand_copy = False  # a copy of a matmul operand the layouts pass put in (Kernel.passes names it)
+            self.tiles = None  # a matmul the tiles pass runs on a matrix unit: its codegen/tiles.TileMatmul
 
     # ---- what it is ----
 
