@@ -6,8 +6,10 @@ and prints its median; the table keeps each cell's best round.
     python -m benchmarks.gemm_bf16 [--sizes 1024,2048] [--threads 1,2] [--rounds 3]
 
 GFLOP/s = 2n^3 / median. "ours / torch" is the bfloat16 rung's speed over torch's bfloat16 matmul (the dtypes
-issue's goal: 90% or more). The CPU's half-precision features are printed first, and whether the rung ran on
-AMX tiles or on the float32 ladder.
+issue's goal: 90% or more). "stage3" is stage3's `a @ b` of bfloat16 Tensors realized each call (its tiles pass
+where the CPU has AMX: two operand copies and the tiled kernel); "stage3-jit" the same under TinyJit, which
+replays the kernels without realize's scheduling in Python. The CPU's half-precision features are printed
+first, and whether the rung ran on AMX tiles or on the float32 ladder.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import sys
 from benchmarks.cpu_step import median_ms
 from benchmarks.torch_half_gemm import best_of_rounds, cpu_features
 
-IMPLS = ("torch float32", "torch bfloat16", "ours float32", "ours bfloat16")
+IMPLS = ("torch float32", "torch bfloat16", "ours float32", "ours bfloat16", "stage3 bfloat16", "stage3-jit bfloat16")
 
 
 def one(impl: str, n: int, threads: int, calls: int) -> None:
@@ -36,13 +38,22 @@ def one(impl: str, n: int, threads: int, calls: int) -> None:
         torch.set_num_threads(threads)
         ta, tb = (torch.from_numpy(x).to(getattr(torch, dtype)) for x in (a, b))
         product = lambda: torch.mm(ta, tb)  # noqa: E731
-    else:
+    elif library == "ours":
         from stage1_ndarray import Tensor
 
         Tensor.set_num_threads(threads)
         cast = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.float32
         ta, tb = Tensor(a.astype(cast)), Tensor(b.astype(cast))
         product = lambda: ta @ tb  # noqa: E731
+    else:  # stage3's generated kernels (the tiles pass where the CPU has AMX), each call realized
+        from stage3_compiler import Tensor, TinyJit
+
+        Tensor.set_num_threads(threads)
+        ta, tb = Tensor(a.astype(ml_dtypes.bfloat16)).realize(), Tensor(b.astype(ml_dtypes.bfloat16)).realize()
+        product = lambda: (ta @ tb).realize()  # noqa: E731
+        if library == "stage3-jit":  # replayed: the kernels alone, without realize's Python
+            jitted = TinyJit(lambda x, y: (x @ y).realize())
+            product = lambda: jitted(ta, tb)  # noqa: E731
     seconds = median_ms(product, warmup=2, runs=calls) / 1e3
     print(f"{2 * n**3 / seconds / 1e9:.1f}")
 
@@ -73,14 +84,15 @@ def main() -> None:
     path = "AMX tiles" if gemm.bf16_uses_amx() else "the float32 ladder on widened copies"
     print(f"CPU: {model}; features: {', '.join(features)}; torch {torch.__version__}; the bfloat16 rung runs on "
           f"{path}; median of {args.calls} products a process, best of {args.rounds} rounds")
-    print("\n| n | threads | " + " | ".join(f"{i} GFLOP/s" for i in IMPLS) + " | ours / torch bf16 |")
-    print("| ---: | ---: | " + " | ".join("---:" for _ in IMPLS) + " | ---: |")
+    print("\n| n | threads | " + " | ".join(f"{i} GFLOP/s" for i in IMPLS)
+          + " | ours / torch bf16 | stage3 / torch bf16 | stage3-jit / torch bf16 |")
+    print("| ---: | ---: | " + " | ".join("---:" for _ in IMPLS) + " | ---: | ---: | ---: |")
     for n in (int(s) for s in args.sizes.split(",")):
         for threads in (int(t) for t in args.threads.split(",")):
             best = best_of_rounds(measure, IMPLS, n, threads, args.calls, args.rounds)
-            ratio = best["ours bfloat16"] / best["torch bfloat16"]
-            print(f"| {n} | {threads} | " + " | ".join(f"{best[i]:.1f}" for i in IMPLS) + f" | {ratio:.0%} |",
-                  flush=True)
+            ratios = [best[f"{lib} bfloat16"] / best["torch bfloat16"] for lib in ("ours", "stage3", "stage3-jit")]
+            print(f"| {n} | {threads} | " + " | ".join(f"{best[i]:.1f}" for i in IMPLS) + " | "
+                  + " | ".join(f"{r:.0%}" for r in ratios) + " |", flush=True)
 
 
 if __name__ == "__main__":

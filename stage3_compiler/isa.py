@@ -10,6 +10,10 @@ AVX-512 machine tests the AVX2 and the plain-C code too:
     SITP_ISA=avx2     x86-64-v3: AVX2, FMA, F16C, BMI2
     SITP_ISA=generic  the baseline of the architecture, no vector extension beyond it (SSE2 on x86-64)
 
+The CPU's matrix unit (`matrix_unit`: Intel's AMX, for the tiles pass, codegen/tiles.py) is used only in a
+native build, where the compiler targets it; ``SITP_TILES=emulate`` writes C that does what it does instead,
+on any CPU (cpu/tiles.py).
+
 A lowered build keeps the machine's tuning (``-mtune=native``), so it times as the same code would on
 a CPU of that class. The flags key every build cache (the compiler's predefined macros under them),
 so the builds of different settings live side by side.
@@ -17,7 +21,9 @@ so the builds of different settings live side by side.
 
 from __future__ import annotations
 
+import ctypes
 import enum
+import functools
 import os
 import platform
 import re
@@ -82,3 +88,35 @@ def march_flags(native_works: bool) -> list[str]:
     if isa is ISA.GENERIC:
         return ["-march=x86-64", *tune] if platform.machine() in ("x86_64", "AMD64") else []
     return [f"-march={MARCH[isa]}", *tune]
+
+
+class TileUnit(enum.Enum):
+    AMX = "amx"  # Intel's AMX-BF16 instructions
+    EMULATED = "emulate"  # C functions doing what they do, for a CPU without them
+
+
+# Linux's arch_prctl on x86-64: its syscall number, the request, and the state AMX's tiles need
+SYS_ARCH_PRCTL, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA = 158, 0x1023, 18
+
+
+def amx_permitted() -> bool:
+    """Ask Linux for the tiles' state (8 KiB a thread, given only to a process that asks); True when
+    this process may use them."""
+    if platform.system() != "Linux" or platform.machine() not in ("x86_64", "AMD64"):
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.syscall(SYS_ARCH_PRCTL, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0
+
+
+@functools.cache
+def matrix_unit() -> TileUnit | None:
+    """The matrix unit the C kernels use: AMX where the CPU has AMX-BF16, the build is native and Linux
+    grants the tiles; the emulation where SITP_TILES=emulate; else none."""
+    setting = os.environ.get("SITP_TILES", "").strip().lower() or "native"
+    if setting == TileUnit.EMULATED.value:
+        return TileUnit.EMULATED
+    if setting != "native":
+        raise ValueError(f"SITP_TILES must be native or {TileUnit.EMULATED.value}, got {setting!r}")
+    if requested() is ISA.NATIVE and {"amx_tile", "amx_bf16"} <= cpu_flags() and amx_permitted():
+        return TileUnit.AMX
+    return None

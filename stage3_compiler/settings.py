@@ -11,6 +11,8 @@ cache under SITP_CACHE), so they live here, importing nothing of the package.
                    one, `-online` drops FlashAttention, `+name` adds a pass that is off)
     NOOPT=1        the core alone (PASSES=none), tinygrad's name
     SITP_CACHE     where compiled kernels and searches are kept (default ~/.cache/sitp)
+    SITP_ISA       the instruction set the C kernels are built for (isa.py)
+    SITP_TILES     emulate: the tiles pass writes C that does what AMX does (isa.matrix_unit)
 """
 
 from __future__ import annotations

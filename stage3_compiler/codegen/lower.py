@@ -251,7 +251,7 @@ def combine(L: Lowerer, r: LazyBuffer, acc: UOp, n: int) -> UOp:
 def lower(item: ScheduleItem, renderer: Renderer, opts: tuple[Opt, ...] | None = None) -> Kernel:
     """The kernel's UOps for the renderer's target, its loops shaped by `opts` (opts.py; None: the
     heuristic ones, heuristics.py, when that pass is on)."""
-    if tiled_item(item):  # the tiles pass: the kernel's loops are its own (codegen/tiles.py)
+    if on(Pass.TILES) and tiled_item(item):  # the tiles pass: the kernel's loops are its own (codegen/tiles.py)
         return lower_tiles(item, renderer, get_num_threads() if renderer.threads else 1)
     by_rule = opts is None
     if opts is None:

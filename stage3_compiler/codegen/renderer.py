@@ -6,14 +6,8 @@ heuristics (heuristics.py), the options' checks (opts.py) and the scheduler's op
 
 from __future__ import annotations
 
-from enum import Enum
-
+from ..isa import TileUnit
 from .uops import Kernel
-
-
-class TileUnit(Enum):
-    AMX = "amx"  # Intel's AMX-BF16 instructions (codegen/tiles.py)
-    EMULATED = "emulate"  # C functions doing what they do, for a CPU without them (SITP_TILES=emulate)
 
 
 class Renderer:

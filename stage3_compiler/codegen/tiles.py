@@ -5,21 +5,27 @@ does 16 such multiply-adds an instruction; AMX's TDPBF16PS does 16 x 16 x 32 = 8
 tile of A (16 rows of 32 bfloat16s, 1 KiB) by a tile of B (32 rows of 16, stored as 16 rows of 16
 pairs: two neighbouring values of K side by side, the "VNNI" layout) into a tile of C (16 x 16
 float32s), summing each pair's products into C in order of K. The products of two bfloat16s are exact
-in float32, so C holds the bits a plain loop over K gives (`acc += a * b`, rounded after each add) and
-the core's kernel gives (tests/test_tiles.py checks both, bit for bit).
+in float32, so Intel's description of the instruction (each product added to C, each add rounded) gives
+the bits of a plain loop over K (`acc += a * b`), the core's kernel's: the emulation below does so, bit for
+bit. The hardware rounds its dot products otherwise (about a quarter of a random product's outputs
+differ in their last bits), within two float32 sums' error of the core (tests/test_tiles.py).
 
 The pass has two halves, both here:
 - in the graph (`tile_operands`, from engine/schedule.rewrite_graph): a matmul whose operands are
-  float32 views of bfloat16 values reads them from two copies laid out tile by tile, padded with zeros
-  to whole tiles (A: (M/16, K/32, 16, 32), B: (N/16, K/2, 16, 2)); a tile is then 1 KiB of memory in a
-  row, and a loop over K reads each operand's tiles as one stream. The product's meaning does not
-  change (the padding adds zero terms), so with the pass off in lowering the core computes it from the
-  copies as from anything else. The sum is marked (`LazyBuffer.tiles`) and stored as float32: its
-  readers (autocast's rounding back to bfloat16, a bias) run as a kernel of their own.
+  float32 views of bfloat16 values reads them from two copies in panels, padded with zeros to whole
+  tiles (A: (M/16, K/32, 16, 32), each tile 1 KiB in a row; B: (N/32, K/2, 32, 2), a block column's
+  two tiles side by side), which a loop over K reads as two streams. The bfloat16 values the copies
+  take are computed once in their own order first (realized: a GELU's derivative inside a copy's
+  order ran as scalars, many times slower). The product's meaning does not change (the padding adds
+  zero terms), so with the pass off in lowering the core computes it from the copies as from anything
+  else. The sum is marked (`LazyBuffer.tiles`); the scheduler fuses only its rounding into bfloat16
+  (autocast's matmul returns its half type: `rounds_tiles`) into the kernel, and any other reader (a
+  bias, a residual) runs as a kernel of its own.
 - in lowering (`lower_tiles`): the marked sum's kernel loops over blocks of 2 x 2 C tiles (32 x 32
   outputs), zeroes four accumulators, and for every 32 values of K loads two tiles of A and two of B and
-  runs four TDPBF16PS (eight tile registers in all); then it stores the block, the last rows and columns
-  through a scratch tile where M or N does not fill it. THREAD slices the loop over row blocks.
+  runs four TDPBF16PS (eight tile registers in all); then it stores the block (rounded, where the kernel
+  returns bfloat16), the last rows and columns through a scratch tile where M or N does not fill it.
+  THREAD slices the loop over row blocks.
 
 The CPU renderer writes the tile UOps as AMX's intrinsics (cpu/tiles.py), or, where the CPU has no AMX,
 as C functions that do what the instructions do (SITP_TILES=emulate: how a machine without AMX tests
@@ -33,6 +39,7 @@ from dataclasses import dataclass
 from ..dtype import dtypes
 from ..graph.lazy import LazyBuffer
 from ..graph.symbolic import Var
+from ..isa import TileUnit
 from ..ops import Ops
 from ..passes import Pass, on
 from .heuristics import broadcast
@@ -58,6 +65,7 @@ class TileMatmul:
     rows: int  # M, the output's outer axis
     cols: int  # N, its inner axis (the output is M x N, row-major)
     depth: int  # K
+    unit: TileUnit  # the renderer's (a kernel of AMX's instructions and one of their emulation are two programs)
 
 
 def padded(n: int, to: int) -> int:
@@ -108,7 +116,7 @@ def tile_operands(b: LazyBuffer, renderer: Renderer) -> bool:
     a_view = untiled(a, m, kp)  # the copies read back as (M, Kp) and (N, Kp) float32 matrices
     w_view = untiled(w, n, kp)
     b.srcs = (placed(a_view, shape, row, k, kp).alu(Ops.MUL, placed(w_view, shape, col, k, kp)),)
-    b.tiles = TileMatmul(a, w, m, n, kp)
+    b.tiles = TileMatmul(a, w, m, n, kp, renderer.matrix_tiles)
     return True
 
 
@@ -119,7 +127,7 @@ def as_matrix(v: LazyBuffer, axis: int, k: int) -> LazyBuffer:
     widened = v.base.srcs[0]
     if widened.base.buffer is None and widened.base.op is not Ops.CONST:
         # computed once in its own order (a rounded activation or gradient), not inside the copy, whose
-        # order is the tiles': an expression there runs as scalars across rows (GELU's derivative was 12 ms)
+        # order is the tiles': an expression there runs as scalars across rows (GELU's derivative, many times slower)
         widened.base.forced = True
     direct = widened.is_base and widened.shape == v.base.shape
     source = widened._view(v.st) if direct else v

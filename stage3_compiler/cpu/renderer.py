@@ -394,7 +394,7 @@ class CRenderer(Renderer):
         protos = [f"{t} {name}({t});" for name, t in sorted(calls.items()) if name not in (self.exp2f, self.log2f)]
         pow2 = any(u.op is UOps.ALU and u.arg is Ops.POW2 for u in kernel.uops)
         half = any(u.dtype is not None and u.dtype.is_half for u in kernel.uops)
-        tiled = [tiles.header(self.matrix_tiles, kernel)] if tiles.uses_tiles(kernel) else []
+        tiled = [tiles.header(self.matrix_tiles, kernel)] if Pass.TILES.value in kernel.passes else []
         return [*protos, *([HALF] if half else []), *tiled,
                 *([EXP2F] if self.exp2f in calls else []), *([LOG2F] if self.log2f in calls else []),
                 *([POW2] if pow2 else []),
@@ -423,12 +423,12 @@ class CRenderer(Renderer):
     def open(self, src: Source) -> None:
         """Lines before the first UOp, inside the kernel's body (the CUDA renderer opens its grid loop; a
         tiled kernel's thread configures its tiles)."""
-        if tiles.uses_tiles(src.kernel):
+        if Pass.TILES.value in src.kernel.passes:
             src.add("sitp_tile_config();")
 
     def close(self, src: Source) -> list[str]:
         """Lines after the last UOp, inside the kernel's body."""
-        return ["  sitp_tile_release();"] if tiles.uses_tiles(src.kernel) else []
+        return ["  sitp_tile_release();"] if Pass.TILES.value in src.kernel.passes else []
 
     # ---- one method per UOp (RULES) ----
 

@@ -13,9 +13,9 @@ import functools
 from ..codegen.program import Program
 from ..codegen.runtime import Runtime, rand_kernel
 from ..dtype import DType
+from ..isa import matrix_unit
 from .compiler import compile_c, compile_kernels, vector_registers
 from .renderer import CRenderer
-from .tiles import tile_unit
 
 FIXED_SOURCE = r"""
 #include <stdint.h>
@@ -45,7 +45,7 @@ class CPURuntime(Runtime):
     def renderer(self) -> CRenderer:
         """The C renderer for this CPU (made on first use: probing the compiler starts a process)."""
         renderer = CRenderer(*vector_registers())
-        renderer.matrix_tiles = tile_unit()
+        renderer.matrix_tiles = matrix_unit()
         return renderer
 
     def compile(self, source: str, name: str) -> ctypes._CFuncPtr:

@@ -1,8 +1,8 @@
 """The tiles pass's C (codegen/tiles.py): AMX's tile instructions, or C that does what they do.
 
 A tile register holds 16 rows of 64 bytes. Before a thread uses them it loads a configuration (palette
-1, each of the 8 registers 16 rows of 64 bytes), and Linux gives a process the registers' 8 KiB of state
-only once it asks (`arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)`, `amx_permitted`). The
+1, each of the 8 registers 16 rows of 64 bytes); Linux gives a process the registers' state only once it
+asks (isa.matrix_unit). The
 intrinsics take a register's number as a constant, so the renderer writes each UOp with its number
 in the text. Where the CPU has no AMX, SITP_TILES=emulate writes the same calls as C functions over a
 thread's own array of 8 tiles, doing what the instructions do: TDPBF16PS adds the two products of
@@ -12,43 +12,10 @@ also flushes subnormal inputs and results to zero, which the functions do not.)
 
 from __future__ import annotations
 
-import ctypes
-import functools
-import os
-import platform
-
-from ..codegen.renderer import TileUnit
 from ..codegen.uops import Kernel, UOp, UOps
 from ..dtype import dtypes
 from ..graph.symbolic import render
-from .compiler import macros
-
-# Linux's arch_prctl on x86-64: its syscall number, the request, and the state AMX's tiles need
-SYS_ARCH_PRCTL, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA = 158, 0x1023, 18
-
-
-def amx_permitted() -> bool:
-    """Ask Linux for the tiles' state; True when this process may use them."""
-    if platform.system() != "Linux" or platform.machine() not in ("x86_64", "AMD64"):
-        return False
-    libc = ctypes.CDLL(None, use_errno=True)
-    return libc.syscall(SYS_ARCH_PRCTL, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0
-
-
-@functools.cache
-def tile_unit() -> TileUnit | None:
-    """The matrix unit the C kernels use: AMX where the compiler targets it (the CPU has it and SITP_ISA
-    is native) and Linux grants it; the emulation where SITP_TILES=emulate; else none."""
-    setting = os.environ.get("SITP_TILES", "").strip().lower() or "native"
-    if setting == TileUnit.EMULATED.value:
-        return TileUnit.EMULATED
-    if setting != "native":
-        raise ValueError(f"SITP_TILES must be native or {TileUnit.EMULATED.value}, got {setting!r}")
-    found = macros()
-    if b"__AMX_TILE__" in found and b"__AMX_BF16__" in found and amx_permitted():
-        return TileUnit.AMX
-    return None
-
+from ..isa import TileUnit
 
 # The block's rows and columns past the output's end (M or N not a multiple of 16) go through a scratch
 # tile; the rest is stored in place.
@@ -120,10 +87,6 @@ ROUNDED = r"""static inline void sitp_tile_round(unsigned short* out, const floa
   float sitp_scratch[256]; sitp_tile_stored(t, sitp_scratch, 64); \
   sitp_tile_round(out, sitp_scratch, row, col, rows, cols); } while (0)
 """
-
-
-def uses_tiles(kernel: Kernel) -> bool:
-    return any(u.op is UOps.TILE_ZERO for u in kernel.uops)
 
 
 def header(unit: TileUnit | None, kernel: Kernel) -> str:

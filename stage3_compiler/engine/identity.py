@@ -68,7 +68,7 @@ def structure(item: ScheduleItem, found: set | None = None) -> tuple[tuple, list
     for o in item.outputs:
         visit(o)
     reduces = tuple(number[id(r)] if id(r) in number else visit(r) for r in item.reduces)
-    tiled = tuple(r.tiles is not None for r in item.reduces)  # (codegen/tiles.py: a kernel of its own)
+    tiled = tuple(r.tiles and r.tiles.unit for r in item.reduces)  # (codegen/tiles.py: a kernel of its own)
     return (item.root.device, reduces, tuple(records), item.online is not None, item.in_place, tiled), inputs
 
 

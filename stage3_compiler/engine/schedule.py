@@ -136,6 +136,8 @@ def rewrite_graph(outs: list[LazyBuffer]) -> list[LazyBuffer]:
     in-place writes since they were made."""
     bases = graph(outs)
     check_versions(bases)
+    if not on(Pass.LAYOUTS) and not on(Pass.TILES):
+        return bases
     changed = False
     # with the online pass attention's scores are computed in the online softmax's kernel (engine/online.py),
     # where a copy of k transposed would only be one more kernel
@@ -144,7 +146,7 @@ def rewrite_graph(outs: list[LazyBuffer]) -> list[LazyBuffer]:
         if matmul_product(b) is None or reads_recomputed(b) or b.tiles is not None:
             continue
         renderer = runtime_of("realize", b.device).renderer
-        if tile_operands(b, renderer):  # (the tiles pass: a bfloat16 matmul on the matrix unit)
+        if on(Pass.TILES) and tile_operands(b, renderer):  # (a bfloat16 matmul on the matrix unit)
             changed = True
         elif on(Pass.LAYOUTS):
             changed |= copy_operands(b, renderer, batched)
