@@ -60,8 +60,8 @@ class TileMatmul:
     """What the tiled kernel reads: the two copies (tile by tile, padded), the product's size and the
     output's (rows are the output's outer axis)."""
 
-    a: LazyBuffer  # (Mp / 16, Kp / 32, 16, 32) bfloat16: `tiled`
-    b: LazyBuffer  # (Np / 32, Kp / 2, 32, 2) bfloat16: `tiled`
+    a: LazyBuffer  # the base holding (Mp / 16, Kp / 32, 16, 32) bfloat16 in memory order: `tiled`
+    b: LazyBuffer  # the base holding (Np / 32, Kp / 2, 32, 2) bfloat16
     rows: int  # M, the output's outer axis
     cols: int  # N, its inner axis (the output is M x N, row-major)
     depth: int  # K
@@ -116,7 +116,7 @@ def tile_operands(b: LazyBuffer, renderer: Renderer) -> bool:
     a_view = untiled(a, m, kp)  # the copies read back as (M, Kp) and (N, Kp) float32 matrices
     w_view = untiled(w, n, kp)
     b.srcs = (placed(a_view, shape, row, k, kp).alu(Ops.MUL, placed(w_view, shape, col, k, kp)),)
-    b.tiles = TileMatmul(a, w, m, n, kp, renderer.matrix_tiles)
+    b.tiles = TileMatmul(a.base, w.base, m, n, kp, renderer.matrix_tiles)
     return True
 
 
@@ -146,8 +146,8 @@ def tiled(x: LazyBuffer, rows: int, depth: int, panel: int, tile_k: int) -> Lazy
     columns are its memory's, the copy reads whole 64-byte lines a panel row at a time."""
     full = x.pad(((0, rows - x.shape[0]), (0, depth - x.shape[1])))
     cut = full.reshape((rows // panel, panel, depth // tile_k, tile_k))
-    copy = cut.permute((0, 2, 1, 3)).contiguous()
-    copy.forced = True  # (realized, even where no copy was needed: a whole base of that shape)
+    copy = cut.permute((0, 2, 1, 3)).contiguous()  # (a view of a whole base in its order where that is the layout)
+    copy.base.forced = True  # (realized, even where no copy was needed)
     return copy
 
 
@@ -187,7 +187,7 @@ def lower_tiles(item: ScheduleItem, renderer: Renderer, threads: int) -> Kernel:
     t: TileMatmul = item.reduce.tiles
     out, a, b = item.root, t.a, t.b
     g = [UOp(UOps.GLOBAL, buf.dtype, (), i, f"data{i}") for i, buf in enumerate((out, a, b))]
-    row_blocks, col_blocks, steps = a.shape[0] // BLOCK, b.shape[0], t.depth // TILE_K
+    row_blocks, col_blocks, steps = padded(t.rows, SIDE) // SIDE, padded(t.cols, SIDE) // SIDE, t.depth // TILE_K
     threads = threads if row_blocks >= threads else 1
     i, j, s = Var("bidx0", 0, row_blocks - 1), Var("bidx1", 0, col_blocks - 1), Var("ridx0", 0, steps - 1)
     uops = [*g]

@@ -37,10 +37,12 @@ from ..codegen.item import ScheduleItem
 from ..codegen.lower import lower
 from ..codegen.opts import Opt, OptError, OptOps, apply_opts, reduce_axes
 from ..codegen.program import Program
+from ..codegen.tiles import tiled_item
 from ..codegen.uops import Kernel
 from ..cpu.compiler import compile_jobs
 from ..device import buffer_class
 from ..graph.lazy import LazyBuffer, numel
+from ..passes import Pass, on
 from ..settings import beam_width, cache_dir, debug_level
 from ..threads import get_num_threads
 from .identity import search_key
@@ -175,6 +177,8 @@ class Timer:
 
 def beam_search(item: ScheduleItem, runtime, inputs: list[LazyBuffer]) -> tuple[Opt, ...]:
     """The fastest option list found for this kernel (see the module's docstring), written to disk."""
+    if on(Pass.TILES) and tiled_item(item):
+        return ()  # its loops are the tiles pass's own: no option applies (codegen/tiles.py)
     start = time.perf_counter()
     width, budget = beam_width(), budget_s()
     key = search_key(item, runtime)

@@ -120,3 +120,13 @@ def test_amx_within_two_sums_rounding_of_the_core(monkeypatch, m, k, n, transpos
     core = product(a, b, transposed)
     wide = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64).T if transposed else b.astype(np.float64))
     assert np.all(np.abs(tiled.astype(np.float64) - core) <= 2 * (k - 1) * U * wide)
+
+
+def test_an_operand_already_in_its_layout_is_read_where_it_is(emulated, monkeypatch):
+    """K = 32: A's panels are its rows as they are (no copy kernel; its buffer is read in place)."""
+    a, b = bf16((256, 32), 10), bf16((32, 64), 11)
+    with kernels_run() as names:
+        tiled = product(a, b, False)
+    assert any(name.startswith("r_tiles_") for name in names) and len(names) == 2, names
+    monkeypatch.setenv("PASSES", "none")
+    np.testing.assert_array_equal(tiled.view(np.uint32), product(a, b, False).view(np.uint32))
